@@ -1,0 +1,7 @@
+//! Actors: one [`organization::OrganizationActor`] per organization
+//! serializes that organization's mutations; the [`registry::Registry`]
+//! finds or starts it.
+
+pub mod messages;
+pub mod organization;
+pub mod registry;

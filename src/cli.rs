@@ -1,0 +1,27 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// rolecall: per-organization role catalog with server-side permission
+/// enforcement, and signed webhook deliveries.
+#[derive(Debug, Parser)]
+#[command(name = "rolecall", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server until SIGTERM or SIGINT.
+    Serve {
+        /// A TOML file overlaid on the built-in defaults (config/default.toml);
+        /// ROLECALL_<SECTION>__<KEY> environment variables override both.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+}

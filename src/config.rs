@@ -1,0 +1,275 @@
+//! Layered configuration: the built-in `config/default.toml`, then an
+//! optional `--config` file, then `ROLECALL_<SECTION>__<KEY>` variables.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::secrets::Secret;
+
+/// The defaults, compiled in so the binary runs from any directory.
+pub const DEFAULTS: &str = include_str!("../config/default.toml");
+
+/// Why configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file or value is not valid TOML or has the wrong shape.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// HTTP server.
+    pub server: ServerConfig,
+    /// Embedded storage.
+    pub storage: StorageConfig,
+    /// Admin API.
+    pub admin: AdminConfig,
+    /// Webhook delivery.
+    pub webhooks: WebhookConfig,
+    /// Actors.
+    pub actors: ActorConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to bind; port 0 picks a free port.
+    pub listen: String,
+    /// Worker threads; 0 means one per core.
+    pub workers: usize,
+    /// Grace period for in-flight requests on shutdown.
+    pub shutdown_timeout_secs: u64,
+}
+
+/// `[storage]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Database and admin-token directory.
+    pub data_dir: PathBuf,
+}
+
+/// `[admin]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// The admin token; empty means "generate one on first start".
+    #[serde(deserialize_with = "secret")]
+    pub token: Secret,
+}
+
+/// `[webhooks]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Per-attempt timeout in milliseconds.
+    pub attempt_timeout_ms: u64,
+    /// Retry delay in milliseconds.
+    pub retry_delay_ms: u64,
+    /// Whether http:// endpoints are allowed.
+    pub allow_http: bool,
+    /// Whether private-network endpoints are allowed.
+    pub allow_private_networks: bool,
+    /// Extra PEM roots; empty for none.
+    pub ca_file: String,
+    /// Attempts in flight per organization.
+    pub max_in_flight_per_org: usize,
+    /// Delivery-log records kept per organization.
+    pub log_retention: usize,
+}
+
+/// `[actors]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActorConfig {
+    /// Idle time after which an organization actor stops, in milliseconds.
+    pub org_idle_timeout_ms: u64,
+}
+
+impl ActorConfig {
+    /// The idle timeout as a duration (at least 10 ms).
+    pub fn org_idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.org_idle_timeout_ms.max(10))
+    }
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Pretty,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[log]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// Output format.
+    pub format: LogFormat,
+    /// Least severe level shown.
+    pub level: String,
+}
+
+fn secret<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Secret, D::Error> {
+    String::deserialize(deserializer).map(Secret::new)
+}
+
+fn parse_toml(text: &str, origin: &str) -> Result<toml::Table, ConfigError> {
+    text.parse::<toml::Table>()
+        .map_err(|err| ConfigError::Invalid(format!("{origin}: {err}")))
+}
+
+/// Overlays `top` onto `base`, section by section.
+fn merge(base: &mut toml::Table, top: toml::Table) {
+    for (key, value) in top {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base_section)), toml::Value::Table(section)) => {
+                merge(base_section, section)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Applies one `ROLECALL_SECTION__KEY=value`, typed like the default value.
+fn apply_env(table: &mut toml::Table, name: &str, raw: &str) -> Result<(), ConfigError> {
+    let Some(rest) = name.strip_prefix("ROLECALL_") else {
+        return Ok(());
+    };
+    let Some((section, key)) = rest.split_once("__") else {
+        return Ok(());
+    };
+    let (section, key) = (section.to_ascii_lowercase(), key.to_ascii_lowercase());
+    let unknown = || ConfigError::Invalid(format!("{name}: no configuration key {section}.{key}"));
+    let slot = table
+        .get_mut(&section)
+        .and_then(|s| s.as_table_mut())
+        .and_then(|s| s.get_mut(&key))
+        .ok_or_else(unknown)?;
+    let wrong = |kind: &str| ConfigError::Invalid(format!("{name}: expected {kind}, got {raw:?}"));
+    *slot = match slot {
+        toml::Value::Integer(_) => {
+            toml::Value::Integer(raw.trim().parse().map_err(|_| wrong("an integer"))?)
+        }
+        toml::Value::Boolean(_) => {
+            toml::Value::Boolean(raw.trim().parse().map_err(|_| wrong("true or false"))?)
+        }
+        _ => toml::Value::String(raw.to_owned()),
+    };
+    Ok(())
+}
+
+impl Config {
+    /// Loads defaults, then `file`, then the `ROLECALL_*` variables of `env`.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Config, ConfigError> {
+        let mut table = parse_toml(DEFAULTS, "built-in defaults")?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            merge(&mut table, parse_toml(&text, &path.display().to_string())?);
+        }
+        for (name, value) in env {
+            apply_env(&mut table, &name, &value)?;
+        }
+        Config::deserialize(toml::Value::Table(table))
+            .map_err(|err| ConfigError::Invalid(err.to_string()))
+    }
+
+    /// Defaults only, with `overrides` applied as if they were environment variables.
+    pub fn with_overrides(overrides: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::load(
+            None,
+            overrides
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_contract() {
+        let Ok(config) = Config::with_overrides(&[]) else {
+            panic!("defaults must load")
+        };
+        assert_eq!(config.server.listen, "127.0.0.1:8080");
+        assert_eq!(config.storage.data_dir, PathBuf::from("./data"));
+        assert_eq!(config.admin.token.expose(), "");
+        assert_eq!(config.webhooks.attempt_timeout_ms, 8000);
+        assert_eq!(config.webhooks.retry_delay_ms, 2000);
+        assert!(!config.webhooks.allow_http && !config.webhooks.allow_private_networks);
+        assert_eq!(config.webhooks.max_in_flight_per_org, 16);
+        assert_eq!(config.webhooks.log_retention, 10000);
+        assert_eq!(
+            (config.log.format, config.log.level.as_str()),
+            (LogFormat::Pretty, "info")
+        );
+    }
+
+    #[test]
+    fn env_overrides_are_typed_and_checked() {
+        let config = Config::with_overrides(&[
+            ("ROLECALL_SERVER__LISTEN", "0.0.0.0:9"),
+            ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+            ("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "200"),
+            ("ROLECALL_LOG__FORMAT", "json"),
+            ("ROLECALL_REQUIRE_BROWSER", "1"),
+            ("PATH", "/bin"),
+        ]);
+        let Ok(config) = config else {
+            panic!("overrides must apply")
+        };
+        assert_eq!(config.server.listen, "0.0.0.0:9");
+        assert!(config.webhooks.allow_http);
+        assert_eq!(config.webhooks.retry_delay_ms, 200);
+        assert_eq!(config.log.format, LogFormat::Json);
+        assert!(Config::with_overrides(&[("ROLECALL_SERVER__LISTN", "x")]).is_err());
+        assert!(Config::with_overrides(&[("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "soon")]).is_err());
+        assert!(Config::with_overrides(&[("ROLECALL_LOG__FORMAT", "xml")]).is_err());
+    }
+
+    #[test]
+    fn a_file_overlays_the_defaults() {
+        let dir = tempfile::tempdir().ok();
+        let Some(path) = dir.as_ref().map(|d| d.path().join("c.toml")) else {
+            panic!("tempdir")
+        };
+        assert!(std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:0\"\n").is_ok());
+        let Ok(config) = Config::load(Some(&path), Vec::new()) else {
+            panic!("file must load")
+        };
+        assert_eq!(config.server.listen, "127.0.0.1:0");
+        assert_eq!(config.webhooks.retry_delay_ms, 2000);
+        assert!(std::fs::write(&path, "[server]\nbogus = 1\n").is_ok());
+        assert!(Config::load(Some(&path), Vec::new()).is_err());
+    }
+}

@@ -1,0 +1,133 @@
+//! The audit log: one record per change to roles, memberships, the plan or
+//! the webhook configuration, written in the change's own transaction.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::ids::{AuditId, OrgId, RequestId, UserId};
+use crate::time::Timestamp;
+
+/// What a command wants recorded; the actor adds who, when and which request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuditDraft {
+    /// E.g. `role.created`.
+    pub action: &'static str,
+    /// E.g. `role`.
+    pub target_type: &'static str,
+    /// The target's id.
+    pub target_id: String,
+    /// REST representation before the change (none for creations).
+    pub before: Option<serde_json::Value>,
+    /// REST representation after the change (none for deletions).
+    pub after: Option<serde_json::Value>,
+}
+
+/// An audit record as stored. `before`/`after` are JSON text because the
+/// binary codec cannot carry self-describing values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Time-ordered id; also the storage key suffix.
+    pub id: AuditId,
+    /// The organization.
+    pub organization_id: OrgId,
+    /// Who acted; `None` for the admin token.
+    pub actor_user_id: Option<UserId>,
+    /// What happened.
+    pub action: String,
+    /// What kind of thing changed.
+    pub target_type: String,
+    /// Which thing changed.
+    pub target_id: String,
+    /// JSON before, if any.
+    pub before: Option<String>,
+    /// JSON after, if any.
+    pub after: Option<String>,
+    /// The request that made the change.
+    pub request_id: String,
+    /// When.
+    pub occurred_at: Timestamp,
+}
+
+impl AuditRecord {
+    /// Completes a draft.
+    pub fn from_draft(
+        draft: AuditDraft,
+        organization_id: OrgId,
+        actor_user_id: Option<UserId>,
+        request_id: &RequestIdText,
+        occurred_at: Timestamp,
+    ) -> Self {
+        let text = |value: Option<serde_json::Value>| value.map(|v| v.to_string());
+        AuditRecord {
+            id: AuditId::generate(),
+            organization_id,
+            actor_user_id,
+            action: draft.action.to_owned(),
+            target_type: draft.target_type.to_owned(),
+            target_id: draft.target_id,
+            before: text(draft.before),
+            after: text(draft.after),
+            request_id: request_id.0.clone(),
+            occurred_at,
+        }
+    }
+
+    /// The REST representation.
+    pub fn view(&self) -> AuditView {
+        let parse = |text: &Option<String>| {
+            text.as_deref()
+                .and_then(|t| serde_json::from_str(t).ok())
+                .unwrap_or(serde_json::Value::Null)
+        };
+        AuditView {
+            id: self.id,
+            organization_id: self.organization_id,
+            actor_user_id: self.actor_user_id,
+            action: self.action.clone(),
+            target_type: self.target_type.clone(),
+            target_id: self.target_id.clone(),
+            before: parse(&self.before),
+            after: parse(&self.after),
+            request_id: self.request_id.clone(),
+            occurred_at: self.occurred_at,
+        }
+    }
+}
+
+/// A request id as text: either ours (a UUID) or the caller's `X-Request-Id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestIdText(pub String);
+
+impl RequestIdText {
+    /// A fresh id.
+    pub fn generate() -> Self {
+        Self(RequestId::generate().to_string())
+    }
+}
+
+/// An audit record as the API returns it (CONTRACT §5a).
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct AuditView {
+    /// Record id.
+    pub id: AuditId,
+    /// The organization.
+    pub organization_id: OrgId,
+    /// Who acted; null for the admin token.
+    pub actor_user_id: Option<UserId>,
+    /// What happened, e.g. `role.created`.
+    pub action: String,
+    /// What kind of thing changed.
+    pub target_type: String,
+    /// Which thing changed.
+    pub target_id: String,
+    /// REST representation before the change, or null.
+    #[schema(value_type = Option<Object>)]
+    pub before: serde_json::Value,
+    /// REST representation after the change, or null.
+    #[schema(value_type = Option<Object>)]
+    pub after: serde_json::Value,
+    /// The request that made the change.
+    pub request_id: String,
+    /// When.
+    pub occurred_at: Timestamp,
+}

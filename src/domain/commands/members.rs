@@ -1,0 +1,215 @@
+//! Membership commands (CONTRACT §5): invite, change role, remove.
+
+use serde::Deserialize;
+
+use crate::domain::access::{caller_permissions, forbid_escalation, require, Caller};
+use crate::domain::audit::AuditDraft;
+use crate::domain::commands::roles::referenced_role;
+use crate::domain::commands::{json, Change, Reply};
+use crate::domain::error::ApiError;
+use crate::domain::event::{Event, EventKind};
+use crate::domain::input::{non_null, Input};
+use crate::domain::member::Membership;
+use crate::domain::names::fold;
+use crate::domain::org_state::{Edit, OrgState};
+use crate::domain::permissions::Permission;
+use crate::domain::user::User;
+use crate::ids::UserId;
+use crate::time::Timestamp;
+
+/// Finds users for invitations; implemented by the account directory.
+pub trait UserLookup {
+    /// The user with this id.
+    fn user_by_id(&self, id: UserId) -> Option<User>;
+    /// The user with this email, compared case-insensitively.
+    fn user_by_email(&self, folded_email: &str) -> Option<User>;
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddMemberBody {
+    #[serde(default, deserialize_with = "non_null")]
+    user_id: Option<String>,
+    #[serde(default, deserialize_with = "non_null")]
+    email: Option<String>,
+    role_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangeRoleBody {
+    role_id: String,
+}
+
+fn existing_member(state: &OrgState, user: UserId) -> Result<&Membership, ApiError> {
+    state
+        .members
+        .get(&user)
+        .map(|m| m.as_ref())
+        .ok_or(ApiError::NotFound("member"))
+}
+
+/// A caller may not modify a member whose role holds keys the caller lacks
+/// (so an admin cannot demote or remove an Owner), except themself.
+fn forbid_acting_above(
+    state: &OrgState,
+    caller: Caller,
+    held: crate::domain::permissions::PermissionSet,
+    target: &Membership,
+) -> Result<(), ApiError> {
+    if caller.user_id() == Some(target.user_id) {
+        return Ok(());
+    }
+    match state.roles.get(&target.role_id) {
+        Some(role) => forbid_escalation(held, OrgState::role_permissions(role)),
+        None => Ok(()),
+    }
+}
+
+fn is_owner(state: &OrgState, member: &Membership) -> bool {
+    state
+        .roles
+        .get(&member.role_id)
+        .is_some_and(|r| r.is_immutable)
+}
+
+fn member_event(kind: EventKind, view: &serde_json::Value, now: Timestamp) -> Event {
+    Event {
+        kind,
+        occurred_at: now,
+        data: view.clone(),
+    }
+}
+
+/// `POST /organizations/{orgId}/members`.
+pub fn add_member(
+    state: &OrgState,
+    caller: Caller,
+    users: &dyn UserLookup,
+    input: &Input,
+) -> Result<Change, ApiError> {
+    let held = caller_permissions(state, caller)?;
+    require(held, Permission::TeamInvite)?;
+    let body: AddMemberBody = input.parse()?;
+    let user = match (&body.user_id, &body.email) {
+        (Some(id), None) => {
+            let id = UserId::parse(id)
+                .ok_or_else(|| ApiError::invalid("user_id", "must be a user id (UUID)"))?;
+            users.user_by_id(id)
+        }
+        (None, Some(email)) => users.user_by_email(&fold(email.trim())),
+        _ => return Err(ApiError::malformed("give exactly one of user_id and email")),
+    };
+    let user = user.ok_or(ApiError::NotFound("user"))?;
+    let role = referenced_role(state, "role_id", &body.role_id)?;
+    forbid_escalation(held, OrgState::role_permissions(role))?;
+    if state.members.contains_key(&user.id) {
+        return Err(ApiError::AlreadyMember);
+    }
+
+    let now = Timestamp::now();
+    let member = Membership {
+        organization_id: state.id(),
+        user_id: user.id,
+        email: user.email,
+        role_id: role.id,
+        joined_at: now,
+        updated_at: now,
+    };
+    let view = member.view(&role.name);
+    let data = json(&view);
+    Ok(Change {
+        edits: vec![Edit::PutMember(member)],
+        audit: Some(AuditDraft {
+            action: "member.added",
+            target_type: "member",
+            target_id: user.id.to_string(),
+            before: None,
+            after: Some(data.clone()),
+        }),
+        events: vec![member_event(EventKind::MemberAdded, &data, now)],
+        reply: Reply::Member(view),
+    })
+}
+
+/// `PATCH /organizations/{orgId}/members/{userId}`.
+pub fn change_member_role(
+    state: &OrgState,
+    caller: Caller,
+    target: UserId,
+    input: &Input,
+) -> Result<Change, ApiError> {
+    let held = caller_permissions(state, caller)?;
+    let member = existing_member(state, target)?;
+    require(held, Permission::TeamManage)?;
+    let body: ChangeRoleBody = input.parse()?;
+    let role = referenced_role(state, "role_id", &body.role_id)?;
+    forbid_escalation(held, OrgState::role_permissions(role))?;
+    forbid_acting_above(state, caller, held, member)?;
+    if member.role_id == role.id {
+        return Ok(Change::none(Reply::Member(state.member_view(member))));
+    }
+    if is_owner(state, member) && state.owner_count() <= 1 {
+        return Err(ApiError::MustHaveOwner);
+    }
+
+    let now = Timestamp::now();
+    let mut updated = member.clone();
+    updated.role_id = role.id;
+    updated.updated_at = now;
+    let view = updated.view(&role.name);
+    let data = json(&view);
+    Ok(Change {
+        edits: vec![Edit::PutMember(updated)],
+        audit: Some(AuditDraft {
+            action: "member.role_changed",
+            target_type: "member",
+            target_id: target.to_string(),
+            before: Some(json(&state.member_view(member))),
+            after: Some(data.clone()),
+        }),
+        events: vec![member_event(EventKind::MemberRoleChanged, &data, now)],
+        reply: Reply::Member(view),
+    })
+}
+
+/// `DELETE /organizations/{orgId}/members/{userId}`.
+pub fn remove_member(state: &OrgState, caller: Caller, target: UserId) -> Result<Change, ApiError> {
+    let held = caller_permissions(state, caller)?;
+    let member = existing_member(state, target)?;
+    if caller.user_id() != Some(target) {
+        require(held, Permission::TeamManage)?;
+    }
+    forbid_acting_above(state, caller, held, member)?;
+    if is_owner(state, member) && state.owner_count() <= 1 {
+        return Err(ApiError::MustHaveOwner);
+    }
+    let data = json(&state.member_view(member));
+    Ok(Change {
+        edits: vec![Edit::DeleteMember(state.id(), target)],
+        audit: Some(AuditDraft {
+            action: "member.removed",
+            target_type: "member",
+            target_id: target.to_string(),
+            before: Some(data.clone()),
+            after: None,
+        }),
+        events: vec![member_event(
+            EventKind::MemberRemoved,
+            &data,
+            Timestamp::now(),
+        )],
+        reply: Reply::Deleted,
+    })
+}
+
+/// Whether the caller may read `target`'s membership: `org:team:read`, or
+/// it is their own. 404 comes first when the target is not a member.
+pub fn may_read_member(state: &OrgState, caller: UserId, target: UserId) -> Result<(), ApiError> {
+    let held = caller_permissions(state, Caller::User(caller))?;
+    existing_member(state, target)?;
+    if caller == target {
+        return Ok(());
+    }
+    require(held, Permission::TeamRead)
+}

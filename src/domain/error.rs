@@ -1,0 +1,154 @@
+//! The one error type every request path returns. Each variant is a code of
+//! CONTRACT §1; `http::problem` turns it into RFC 9457 problem details.
+
+use crate::domain::permissions::Permission;
+
+/// A refused request, or an internal failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Malformed JSON, wrong types, missing or unknown fields, out-of-range values.
+    #[error("{detail}")]
+    Validation {
+        /// What is wrong, for the client.
+        detail: String,
+        /// The offending field, when one is known.
+        field: Option<String>,
+    },
+    /// Permission keys that are not in the catalog.
+    #[error("unknown permission keys")]
+    UnknownPermission(Vec<String>),
+    /// Demoting or removing the last Owner.
+    #[error("the organization must keep at least one Owner; transfer ownership first")]
+    MustHaveOwner,
+    /// No, malformed, unknown or revoked credentials.
+    #[error("{0}")]
+    Unauthenticated(&'static str),
+    /// Role writes need the Enterprise plan.
+    #[error("custom roles can be created, edited or deleted only on the Enterprise plan")]
+    LicenseRequired,
+    /// The caller's role lacks a key.
+    #[error("your role lacks the permission {}", .0.key())]
+    Forbidden(Permission),
+    /// Granting or assigning keys the caller does not hold.
+    #[error("you cannot grant or assign permissions you do not hold")]
+    PermissionEscalation(Vec<&'static str>),
+    /// Any change to the Owner role.
+    #[error("the Owner role cannot be changed or deleted")]
+    RoleImmutable,
+    /// Deleting the Member role.
+    #[error("the Member role is a system role and cannot be deleted")]
+    SystemRole,
+    /// Unknown id, route, or an organization the caller is not a member of.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// No route for this method on an existing path.
+    #[error("method not allowed")]
+    MethodNotAllowed(String),
+    /// A role with this name (case-insensitively) exists.
+    #[error("a role named {0:?} already exists in this organization")]
+    NameConflict(String),
+    /// The user is already a member.
+    #[error("the user is already a member of this organization")]
+    AlreadyMember,
+    /// The email is used by another user.
+    #[error("a user with this email already exists")]
+    EmailTaken,
+    /// `If-Match` does not match the current ETag.
+    #[error("the role has changed since you read it (If-Match does not match its ETag)")]
+    PreconditionFailed,
+    /// Body over the limit.
+    #[error("the request body exceeds 1 MiB")]
+    PayloadTooLarge,
+    /// A body without a JSON content type.
+    #[error("request bodies must be sent with Content-Type: application/json")]
+    UnsupportedMediaType,
+    /// Deleting a role that still has members.
+    #[error("the role still has {0} member(s); reassign them first")]
+    RoleInUse(usize),
+    /// A `role_id` that is not a role of this organization.
+    #[error("role_id does not name a role of this organization")]
+    UnknownRole,
+    /// Something failed inside the service; the cause is logged, not returned.
+    #[error("internal error")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ApiError {
+    /// A validation failure that names its field.
+    pub fn invalid(field: &str, detail: impl Into<String>) -> Self {
+        ApiError::Validation {
+            detail: format!("{field}: {}", detail.into()),
+            field: Some(field.to_owned()),
+        }
+    }
+
+    /// A validation failure not tied to one field.
+    pub fn malformed(detail: impl Into<String>) -> Self {
+        ApiError::Validation {
+            detail: detail.into(),
+            field: None,
+        }
+    }
+
+    /// An internal failure with its cause kept for the log.
+    pub fn internal(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ApiError::Internal(Box::new(err))
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        use ApiError::*;
+        match self {
+            Validation { .. } | UnknownPermission(_) | MustHaveOwner => 400,
+            Unauthenticated(_) => 401,
+            LicenseRequired => 402,
+            Forbidden(_) | PermissionEscalation(_) | RoleImmutable | SystemRole => 403,
+            NotFound(_) => 404,
+            MethodNotAllowed(_) => 405,
+            NameConflict(_) | AlreadyMember | EmailTaken => 409,
+            PreconditionFailed => 412,
+            PayloadTooLarge => 413,
+            UnsupportedMediaType => 415,
+            RoleInUse(_) | UnknownRole => 422,
+            Internal(_) => 500,
+        }
+    }
+
+    /// The machine-readable code.
+    pub fn code(&self) -> &'static str {
+        use ApiError::*;
+        match self {
+            Validation { .. } => "VALIDATION_FAILED",
+            UnknownPermission(_) => "UNKNOWN_PERMISSION",
+            MustHaveOwner => "MUST_HAVE_OWNER",
+            Unauthenticated(_) => "UNAUTHENTICATED",
+            LicenseRequired => "LICENSE_REQUIRED",
+            Forbidden(_) => "FORBIDDEN",
+            PermissionEscalation(_) => "PERMISSION_ESCALATION",
+            RoleImmutable => "ROLE_IMMUTABLE",
+            SystemRole => "SYSTEM_ROLE",
+            NotFound(_) => "NOT_FOUND",
+            MethodNotAllowed(_) => "METHOD_NOT_ALLOWED",
+            NameConflict(_) => "NAME_CONFLICT",
+            AlreadyMember => "ALREADY_MEMBER",
+            EmailTaken => "EMAIL_TAKEN",
+            PreconditionFailed => "PRECONDITION_FAILED",
+            PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            RoleInUse(_) => "ROLE_IN_USE",
+            UnknownRole => "UNKNOWN_ROLE",
+            Internal(_) => "INTERNAL",
+        }
+    }
+}
+
+impl From<crate::storage::StorageError> for ApiError {
+    fn from(err: crate::storage::StorageError) -> Self {
+        use crate::storage::StorageError;
+        match err {
+            StorageError::RoleImmutable => ApiError::RoleImmutable,
+            StorageError::SystemRole => ApiError::SystemRole,
+            other => ApiError::internal(other),
+        }
+    }
+}

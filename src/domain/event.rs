@@ -1,0 +1,99 @@
+//! Workspace events (seed §6) and the sink that mutations hand them to.
+//!
+//! Mutations never deliver anything themselves: they give their events to an
+//! [`EventSink`], which turns them into storage writes inside the mutation's
+//! own transaction (the webhook outbox), so no event exists for a change that
+//! did not happen and none is lost for one that did.
+
+use crate::domain::org_state::OrgState;
+use crate::storage::Write;
+use crate::time::Timestamp;
+
+macro_rules! events {
+    ($( $variant:ident => $id:literal ),* $(,)?) => {
+        /// An event id of seed §6.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum EventKind { $( $variant, )* }
+
+        impl EventKind {
+            /// Every event id, in the seed's order.
+            pub const ALL: &'static [EventKind] = &[$( EventKind::$variant, )*];
+
+            /// The id on the wire.
+            pub const fn id(self) -> &'static str {
+                match self { $( EventKind::$variant => $id, )* }
+            }
+
+            /// Parses an event id.
+            pub fn parse(id: &str) -> Option<EventKind> {
+                match id { $( $id => Some(EventKind::$variant), )* _ => None }
+            }
+        }
+    };
+}
+
+events! {
+    DecisionCreated => "decision.created",
+    DecisionUpdated => "decision.updated",
+    DecisionStatusChanged => "decision.status_changed",
+    DecisionDeleted => "decision.deleted",
+    MemoryCreated => "memory.created",
+    MemoryUpdated => "memory.updated",
+    MemoryDeleted => "memory.deleted",
+    CapsuleCreated => "capsule.created",
+    CapsuleUpdated => "capsule.updated",
+    CapsuleDeleted => "capsule.deleted",
+    TaskCreated => "task.created",
+    TaskStatusChanged => "task.status_changed",
+    TaskCompleted => "task.completed",
+    PrAnalysisCompleted => "pr.analysis_completed",
+    PrViolationDetected => "pr.violation_detected",
+    PrResultsAccepted => "pr.results_accepted",
+    ProjectCreated => "project.created",
+    ProjectImportCompleted => "project.import_completed",
+    ProjectImportFailed => "project.import_failed",
+    MemberAdded => "member.added",
+    MemberRemoved => "member.removed",
+    MemberRoleChanged => "member.role_changed",
+    TestPreflight => "test.preflight",
+}
+
+/// Something that happened, with `data` being the entity's REST representation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Which event.
+    pub kind: EventKind,
+    /// When it happened.
+    pub occurred_at: Timestamp,
+    /// The entity exactly as the REST API returns it.
+    pub data: serde_json::Value,
+}
+
+/// Receives the events of one mutation and returns the writes that record
+/// them, to be committed in that mutation's transaction.
+pub trait EventSink: Send + Sync {
+    /// The writes that record `events` for the organization in `state`.
+    fn stage(&self, state: &OrgState, events: &[Event]) -> Vec<Write>;
+}
+
+/// The sink used until webhook delivery exists: events are dropped.
+pub struct DiscardEvents;
+
+impl EventSink for DiscardEvents {
+    fn stage(&self, _state: &OrgState, _events: &[Event]) -> Vec<Write> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_has_the_seed_events() {
+        assert_eq!(EventKind::ALL.len(), 23);
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::parse(kind.id()), Some(*kind));
+        }
+    }
+}

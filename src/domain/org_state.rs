@@ -1,0 +1,184 @@
+//! The immutable snapshot of one organization that request handlers read:
+//! the organization, its roles, its memberships and derived counts.
+//!
+//! Only the organization's actor makes new snapshots, by applying [`Edit`]s
+//! to a copy; readers hold an `Arc` and never wait.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::domain::member::{Membership, MembershipView};
+use crate::domain::names::fold;
+use crate::domain::organization::Organization;
+use crate::domain::permissions::PermissionSet;
+use crate::domain::role::{Role, RoleView};
+use crate::ids::{OrgId, RoleId, UserId};
+
+/// One change to an organization's state; the same value drives the storage
+/// write and the in-memory update, so the two cannot disagree.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Edit {
+    /// Insert or replace the organization record.
+    PutOrg(Organization),
+    /// Insert or replace a role.
+    PutRole(Role),
+    /// Remove a role.
+    DeleteRole(OrgId, RoleId),
+    /// Insert or replace a membership.
+    PutMember(Membership),
+    /// Remove a membership.
+    DeleteMember(OrgId, UserId),
+}
+
+/// A consistent view of one organization.
+#[derive(Clone, Debug)]
+pub struct OrgState {
+    /// The organization record.
+    pub org: Organization,
+    /// Every role, by id.
+    pub roles: BTreeMap<RoleId, Arc<Role>>,
+    /// Every membership, by user.
+    pub members: BTreeMap<UserId, Arc<Membership>>,
+    /// Members per role, kept in step with `members`.
+    member_counts: HashMap<RoleId, usize>,
+}
+
+impl OrgState {
+    /// Builds a snapshot from stored rows.
+    pub fn new(org: Organization, roles: Vec<Role>, members: Vec<Membership>) -> Self {
+        let mut state = OrgState {
+            org,
+            roles: roles.into_iter().map(|r| (r.id, Arc::new(r))).collect(),
+            members: BTreeMap::new(),
+            member_counts: HashMap::new(),
+        };
+        for member in members {
+            *state.member_counts.entry(member.role_id).or_default() += 1;
+            state.members.insert(member.user_id, Arc::new(member));
+        }
+        state
+    }
+
+    /// The organization's id.
+    pub fn id(&self) -> OrgId {
+        self.org.id
+    }
+
+    /// The keys a role grants: Owner always holds the whole catalog.
+    pub fn role_permissions(role: &Role) -> PermissionSet {
+        if role.is_immutable {
+            PermissionSet::ALL
+        } else {
+            role.permissions
+        }
+    }
+
+    /// The caller's effective permissions, or `None` when not a member.
+    #[inline]
+    pub fn permissions_of(&self, user: UserId) -> Option<PermissionSet> {
+        let member = self.members.get(&user)?;
+        self.roles
+            .get(&member.role_id)
+            .map(|role| Self::role_permissions(role))
+    }
+
+    /// The Owner role.
+    pub fn owner_role(&self) -> Option<&Arc<Role>> {
+        self.roles.values().find(|r| r.is_immutable)
+    }
+
+    /// How many members hold `role`.
+    pub fn member_count(&self, role: RoleId) -> usize {
+        self.member_counts.get(&role).copied().unwrap_or(0)
+    }
+
+    /// How many members hold the Owner role.
+    pub fn owner_count(&self) -> usize {
+        self.owner_role()
+            .map(|r| self.member_count(r.id))
+            .unwrap_or(0)
+    }
+
+    /// The REST representation of a role.
+    pub fn role_view(&self, role: &Role) -> RoleView {
+        role.view(self.member_count(role.id))
+    }
+
+    /// The REST representation of a membership.
+    pub fn member_view(&self, member: &Membership) -> MembershipView {
+        let role_name = self
+            .roles
+            .get(&member.role_id)
+            .map(|r| r.name.as_str())
+            .unwrap_or("");
+        member.view(role_name)
+    }
+
+    /// The role whose folded name equals `folded`, if any.
+    pub fn role_named(&self, folded: &str) -> Option<&Arc<Role>> {
+        self.roles.values().find(|r| fold(&r.name) == folded)
+    }
+
+    /// Roles in list order: Owner, Member, then custom roles by folded name.
+    /// Each comes with its paging key.
+    pub fn roles_in_list_order(&self) -> Vec<(Vec<u8>, &Arc<Role>)> {
+        let mut roles: Vec<(Vec<u8>, &Arc<Role>)> = self
+            .roles
+            .values()
+            .map(|role| {
+                let rank = match (role.is_immutable, role.is_system) {
+                    (true, _) => 0u8,
+                    (false, true) => 1,
+                    _ => 2,
+                };
+                let mut key = vec![rank];
+                if rank == 2 {
+                    key.extend_from_slice(fold(&role.name).as_bytes());
+                }
+                key.push(0);
+                key.extend_from_slice(role.id.as_bytes());
+                (key, role)
+            })
+            .collect();
+        roles.sort_by(|a, b| a.0.cmp(&b.0));
+        roles
+    }
+
+    /// A copy of this state with `edits` applied.
+    pub fn apply(&self, edits: &[Edit]) -> OrgState {
+        let mut next = self.clone();
+        for edit in edits {
+            match edit {
+                Edit::PutOrg(org) => next.org = org.clone(),
+                Edit::PutRole(role) => {
+                    next.roles.insert(role.id, Arc::new(role.clone()));
+                }
+                Edit::DeleteRole(_, id) => {
+                    next.roles.remove(id);
+                    next.member_counts.remove(id);
+                }
+                Edit::PutMember(member) => {
+                    if let Some(old) = next
+                        .members
+                        .insert(member.user_id, Arc::new(member.clone()))
+                    {
+                        next.decrement(old.role_id);
+                    }
+                    *next.member_counts.entry(member.role_id).or_default() += 1;
+                }
+                Edit::DeleteMember(_, user) => {
+                    if let Some(old) = next.members.remove(user) {
+                        next.decrement(old.role_id);
+                    }
+                }
+            }
+        }
+        next
+    }
+
+    fn decrement(&mut self, role: RoleId) {
+        if let Some(count) = self.member_counts.get_mut(&role) {
+            *count = count.saturating_sub(1);
+        }
+    }
+}

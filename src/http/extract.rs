@@ -1,0 +1,155 @@
+//! Request extractors: the bearer token resolved to a caller, and for
+//! organization routes the caller's permission set, from in-memory state
+//! only (no locks held, no mailbox round trip).
+
+use std::future::{ready, Ready};
+use std::sync::Arc;
+
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
+
+use crate::domain::access::Caller;
+use crate::domain::audit::RequestIdText;
+use crate::domain::error::ApiError;
+use crate::domain::org_state::OrgState;
+use crate::domain::permissions::{Permission, PermissionSet};
+use crate::http::AppContext;
+use crate::ids::{OrgId, UserId};
+use crate::secrets::{constant_time_eq, sha256};
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
+    let missing =
+        ApiError::Unauthenticated("a bearer token is required (Authorization: Bearer <token>)");
+    let value = req.headers().get(header::AUTHORIZATION).ok_or(missing)?;
+    let malformed =
+        || ApiError::Unauthenticated("the Authorization header must be 'Bearer <token>'");
+    let text = value.to_str().map_err(|_| malformed())?;
+    let (scheme, token) = text.split_once(' ').ok_or_else(malformed)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
+        return Err(malformed());
+    }
+    Ok(token)
+}
+
+fn context(req: &HttpRequest) -> Result<&web::Data<AppContext>, ApiError> {
+    req.app_data::<web::Data<AppContext>>()
+        .ok_or_else(|| ApiError::internal(std::io::Error::other("application context missing")))
+}
+
+/// The request id set by the request-id middleware.
+pub fn request_id(req: &HttpRequest) -> RequestIdText {
+    req.extensions()
+        .get::<RequestIdText>()
+        .cloned()
+        .unwrap_or_else(RequestIdText::generate)
+}
+
+/// A request made with a user's token (401 otherwise).
+pub struct UserAuth {
+    /// The user.
+    pub user: UserId,
+}
+
+impl UserAuth {
+    fn resolve(req: &HttpRequest) -> Result<Self, ApiError> {
+        let token = bearer(req)?;
+        let user = context(req)?
+            .services
+            .accounts
+            .user_for_token(token)
+            .ok_or(ApiError::Unauthenticated(
+                "the bearer token is unknown or revoked",
+            ))?;
+        Ok(UserAuth { user })
+    }
+}
+
+impl FromRequest for UserAuth {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Self::resolve(req))
+    }
+}
+
+/// A request made with the admin token (401 otherwise).
+pub struct AdminAuth;
+
+impl FromRequest for AdminAuth {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready((|| {
+            let token = bearer(req)?;
+            let expected = context(req)?.services.admin_token_sha256;
+            if constant_time_eq(&sha256(token.as_bytes()), &expected) {
+                Ok(AdminAuth)
+            } else {
+                Err(ApiError::Unauthenticated(
+                    "this endpoint requires the admin token",
+                ))
+            }
+        })())
+    }
+}
+
+/// A member's request on `/organizations/{org_id}/…`: 401, then 404 when
+/// the organization is unknown or the caller is not a member.
+pub struct OrgAccess {
+    /// The caller.
+    pub user: UserId,
+    /// The organization's snapshot, as of this request.
+    pub state: Arc<OrgState>,
+    /// The caller's effective permissions.
+    pub permissions: PermissionSet,
+}
+
+impl OrgAccess {
+    fn resolve(req: &HttpRequest) -> Result<Self, ApiError> {
+        let UserAuth { user } = UserAuth::resolve(req)?;
+        let not_found = ApiError::NotFound("organization");
+        let org = req
+            .match_info()
+            .get("org_id")
+            .and_then(OrgId::parse)
+            .ok_or(ApiError::NotFound("organization"))?;
+        let state = context(req)?.services.directory.get(org).ok_or(not_found)?;
+        let permissions = state
+            .permissions_of(user)
+            .ok_or(ApiError::NotFound("organization"))?;
+        Ok(OrgAccess {
+            user,
+            state,
+            permissions,
+        })
+    }
+
+    /// 403 FORBIDDEN unless the caller holds `permission`.
+    pub fn require(&self, permission: Permission) -> Result<(), ApiError> {
+        crate::domain::access::require(self.permissions, permission)
+    }
+
+    /// The caller, for commands.
+    pub fn caller(&self) -> Caller {
+        Caller::User(self.user)
+    }
+
+    /// The organization's id.
+    pub fn org_id(&self) -> OrgId {
+        self.state.id()
+    }
+}
+
+impl FromRequest for OrgAccess {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(Self::resolve(req))
+    }
+}

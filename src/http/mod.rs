@@ -1,0 +1,75 @@
+//! The HTTP API: routes per resource, extractors, problem+json errors, and
+//! the OpenAPI document generated from the same route registrations.
+
+pub mod body;
+pub mod extract;
+pub mod paging;
+pub mod problem;
+pub mod request_id;
+pub mod routes;
+
+use std::sync::Arc;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse};
+use serde::Serialize;
+
+use crate::actors::messages::{Mutate, OrgCommand};
+use crate::actors::registry::Registry;
+use crate::domain::access::Caller;
+use crate::domain::commands::Reply;
+use crate::domain::error::ApiError;
+use crate::ids::OrgId;
+use crate::services::Services;
+
+/// What every handler reaches through `web::Data`.
+pub struct AppContext {
+    /// Shared services.
+    pub services: Arc<Services>,
+    /// Organization actors.
+    pub registry: Arc<Registry>,
+}
+
+impl AppContext {
+    /// Runs `command` on the organization's actor.
+    pub async fn mutate(
+        &self,
+        org: OrgId,
+        caller: Caller,
+        req: &HttpRequest,
+        command: OrgCommand,
+    ) -> Result<Reply, ApiError> {
+        let msg = Mutate {
+            caller,
+            request_id: extract::request_id(req),
+            command,
+        };
+        self.registry.mutate(org, msg).await
+    }
+}
+
+/// A JSON response with `status`.
+pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> HttpResponse {
+    HttpResponse::build(status).json(body)
+}
+
+/// The response for a command's reply; `status` is used for bodies.
+pub fn reply_response(reply: Reply, status: StatusCode) -> HttpResponse {
+    match reply {
+        Reply::Role(view, etag) => HttpResponse::build(status)
+            .insert_header(("ETag", etag))
+            .json(view),
+        Reply::Member(view) => json_response(status, &view),
+        Reply::Organization(org) => json_response(status, &org),
+        Reply::Deleted => HttpResponse::NoContent().finish(),
+    }
+}
+
+/// Parses an id from the path: 404 naming `what` when it is not a UUID.
+pub fn path_id<T>(
+    raw: &str,
+    what: &'static str,
+    parse: fn(&str) -> Option<T>,
+) -> Result<T, ApiError> {
+    parse(raw).ok_or(ApiError::NotFound(what))
+}

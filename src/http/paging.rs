@@ -1,0 +1,119 @@
+//! List paging: `?limit=` (1..=200, default 50) and an opaque `?cursor=`
+//! that encodes the sort key of the last item returned.
+
+use std::collections::HashMap;
+
+use actix_web::HttpRequest;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::error::ApiError;
+
+/// Default page size.
+pub const DEFAULT_LIMIT: usize = 50;
+/// Largest page size.
+pub const MAX_LIMIT: usize = 200;
+
+/// `{"items": [...], "next_cursor": string|null}`.
+#[derive(Serialize, ToSchema)]
+pub struct Page<T: ToSchema> {
+    /// This page's items.
+    pub items: Vec<T>,
+    /// Pass as `?cursor=` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Parsed query parameters of a list request.
+pub struct ListQuery {
+    /// `?limit=`, if given.
+    pub limit: Option<usize>,
+    /// The decoded `?cursor=`, if given.
+    pub cursor: Option<Vec<u8>>,
+    /// Other parameters (filters).
+    pub filters: HashMap<String, String>,
+}
+
+impl ListQuery {
+    /// Parses the query string: 400 on a bad limit or cursor.
+    pub fn parse(req: &HttpRequest) -> Result<Self, ApiError> {
+        let mut filters: HashMap<String, String> = serde_urlencoded_pairs(req.query_string())
+            .map_err(|_| ApiError::malformed("the query string is malformed"))?;
+        let limit = match filters.remove("limit") {
+            None => None,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if (1..=MAX_LIMIT).contains(&n) => Some(n),
+                _ => {
+                    return Err(ApiError::invalid(
+                        "limit",
+                        format!("must be an integer from 1 to {MAX_LIMIT}"),
+                    ))
+                }
+            },
+        };
+        let cursor = match filters.remove("cursor") {
+            None => None,
+            Some(text) => Some(decode_cursor(&text)?),
+        };
+        Ok(ListQuery {
+            limit,
+            cursor,
+            filters,
+        })
+    }
+
+    /// The page size, defaulting to [`DEFAULT_LIMIT`].
+    pub fn limit_or_default(&self) -> usize {
+        self.limit.unwrap_or(DEFAULT_LIMIT)
+    }
+}
+
+fn serde_urlencoded_pairs(query: &str) -> Result<HashMap<String, String>, ()> {
+    actix_web::web::Query::<HashMap<String, String>>::from_query(query)
+        .map(|q| q.into_inner())
+        .map_err(|_| ())
+}
+
+/// Encodes a sort key as a cursor.
+pub fn encode_cursor(key: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(key)
+}
+
+fn decode_cursor(text: &str) -> Result<Vec<u8>, ApiError> {
+    match URL_SAFE_NO_PAD.decode(text) {
+        Ok(bytes) if !bytes.is_empty() && bytes.len() <= 512 => Ok(bytes),
+        _ => Err(ApiError::invalid(
+            "cursor",
+            "is not a cursor this API returned",
+        )),
+    }
+}
+
+/// Pages items sorted ascending by key: those after the cursor, at most `limit`.
+pub fn paginate<T: ToSchema>(
+    items: impl Iterator<Item = (Vec<u8>, T)>,
+    cursor: Option<&[u8]>,
+    limit: usize,
+) -> Page<T> {
+    let mut page = Vec::new();
+    let mut last_key = None;
+    let mut more = false;
+    for (key, item) in items.filter(|(key, _)| cursor.is_none_or(|c| key.as_slice() > c)) {
+        if page.len() == limit {
+            more = true;
+            break;
+        }
+        last_key = Some(key);
+        page.push(item);
+    }
+    let next_cursor = if more {
+        last_key.map(|k| encode_cursor(&k))
+    } else {
+        None
+    };
+    Page {
+        items: page,
+        next_cursor,
+    }
+}

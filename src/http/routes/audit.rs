@@ -1,0 +1,65 @@
+//! `GET /organizations/{org_id}/audit-log` (CONTRACT §5a), newest first.
+
+use actix_web::{get, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::audit::AuditView;
+use crate::domain::error::ApiError;
+use crate::domain::permissions::Permission;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::{encode_cursor, ListQuery, Page};
+use crate::http::problem::Problem;
+use crate::http::AppContext;
+use crate::storage::keys;
+
+/// Registers the route.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(audit_log);
+}
+
+/// The audit log (`org:settings:read`), newest first; `?action=` filters.
+#[utoipa::path(tag = "audit", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"),
+        ("action" = Option<String>, Query, description = "e.g. role.created"),
+        ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
+    responses((status = 200, body = Page<AuditView>), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/audit-log")]
+async fn audit_log(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    access.require(Permission::SettingsRead)?;
+    let query = ListQuery::parse(&req)?;
+    let org = access.org_id();
+    let before = match &query.cursor {
+        Some(id) if id.len() == 16 => Some(keys::pair(
+            org.as_bytes(),
+            &<[u8; 16]>::try_from(id.as_slice()).unwrap_or([0; 16]),
+        )),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "cursor",
+                "is not a cursor this API returned",
+            ))
+        }
+        None => None,
+    };
+    let action = query.filters.get("action").cloned();
+    let (records, more) = ctx.services.storage.audit_page(
+        org,
+        before.as_ref().map(|k| k.as_slice()),
+        query.limit_or_default(),
+        |record| action.as_ref().is_none_or(|a| &record.action == a),
+    )?;
+    let next_cursor = if more {
+        records.last().map(|r| encode_cursor(r.id.as_bytes()))
+    } else {
+        None
+    };
+    Ok(HttpResponse::Ok().json(Page {
+        items: records.iter().map(|r| r.view()).collect(),
+        next_cursor,
+    }))
+}

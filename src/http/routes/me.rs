@@ -1,0 +1,99 @@
+//! `GET /me` and `GET /permissions`.
+
+use actix_web::{get, web, HttpResponse};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::error::ApiError;
+use crate::domain::permissions::Permission;
+use crate::domain::user::User;
+use crate::http::extract::UserAuth;
+use crate::http::paging::Page;
+use crate::http::problem::Problem;
+use crate::http::AppContext;
+use crate::ids::{OrgId, RoleId};
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(me).service(permissions);
+}
+
+/// One of the caller's memberships.
+#[derive(Serialize, ToSchema)]
+pub struct MyMembership {
+    /// The organization.
+    organization_id: OrgId,
+    /// The role held.
+    role_id: RoleId,
+    /// The role's current name.
+    role_name: String,
+}
+
+/// The caller and their memberships.
+#[derive(Serialize, ToSchema)]
+pub struct Me {
+    /// The caller.
+    user: User,
+    /// Every organization the caller belongs to.
+    memberships: Vec<MyMembership>,
+}
+
+/// A key of the permission catalog.
+#[derive(Serialize, ToSchema)]
+pub struct CatalogEntry {
+    /// `org:<domain>:<verb>`.
+    key: &'static str,
+    /// The domain.
+    domain: &'static str,
+    /// The verb.
+    verb: &'static str,
+    /// Marked sensitive in the UI.
+    sensitive: bool,
+}
+
+/// The caller and their memberships.
+#[utoipa::path(tag = "me", security(("bearer" = [])), responses((status = 200, body = Me), (status = 401, body = Problem)))]
+#[get("/me")]
+async fn me(auth: UserAuth, ctx: web::Data<AppContext>) -> Result<HttpResponse, ApiError> {
+    let user = ctx
+        .services
+        .accounts
+        .user(auth.user)
+        .ok_or(ApiError::Unauthenticated("the user no longer exists"))?;
+    let memberships = ctx
+        .services
+        .directory
+        .orgs_of(auth.user)
+        .iter()
+        .filter_map(|org| {
+            let member = org.members.get(&auth.user)?;
+            let role = org.roles.get(&member.role_id)?;
+            Some(MyMembership {
+                organization_id: org.id(),
+                role_id: role.id,
+                role_name: role.name.clone(),
+            })
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(Me { user, memberships }))
+}
+
+/// The permission catalog, in the seed's order.
+#[utoipa::path(tag = "me", security(("bearer" = [])), responses((status = 200, body = Page<CatalogEntry>), (status = 401, body = Problem)))]
+#[get("/permissions")]
+async fn permissions(_: UserAuth) -> HttpResponse {
+    let items = Permission::ALL
+        .iter()
+        .map(|p| CatalogEntry {
+            key: p.key(),
+            domain: p.domain(),
+            verb: p.verb(),
+            sensitive: p.is_sensitive(),
+        })
+        .collect();
+    HttpResponse::Ok().json(Page {
+        items,
+        next_cursor: None,
+    })
+}

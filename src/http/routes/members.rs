@@ -1,0 +1,168 @@
+//! Memberships: `/organizations/{org_id}/members…` (CONTRACT §5).
+
+use actix_web::http::StatusCode;
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::actors::messages::OrgCommand;
+use crate::domain::commands::members::may_read_member;
+use crate::domain::commands::roles::parse_permissions;
+use crate::domain::error::ApiError;
+use crate::domain::member::MembershipView;
+use crate::domain::org_state::OrgState;
+use crate::domain::permissions::Permission;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::{paginate, ListQuery, Page};
+use crate::http::problem::Problem;
+use crate::http::{path_id, reply_response, AppContext};
+use crate::ids::UserId;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list_members)
+        .service(add_member)
+        .service(get_member)
+        .service(change_role)
+        .service(remove_member);
+}
+
+/// Documentation shape of `POST …/members`: exactly one of `user_id` and `email`.
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct AddMember {
+    /// The user to invite.
+    user_id: Option<String>,
+    /// Or the user's email.
+    email: Option<String>,
+    /// The role to give; a role of this organization.
+    role_id: String,
+}
+
+/// Documentation shape of `PATCH …/members/{user_id}`.
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct ChangeRole {
+    /// The new role; a role of this organization.
+    role_id: String,
+}
+
+fn member_id(path: &(String, String)) -> Result<UserId, ApiError> {
+    path_id(&path.1, "member", UserId::parse)
+}
+
+/// Members by user id (`org:team:read`); `?permission=` keeps those whose role holds that key.
+#[utoipa::path(tag = "members", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"),
+        ("permission" = Option<String>, Query, description = "only members whose role holds this key"),
+        ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
+    responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/members")]
+async fn list_members(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    access.require(Permission::TeamRead)?;
+    let query = ListQuery::parse(&req)?;
+    let wanted = match query.filters.get("permission") {
+        Some(key) => parse_permissions(std::slice::from_ref(key))?,
+        None => Default::default(),
+    };
+    let state = &access.state;
+    let rows = state
+        .members
+        .values()
+        .filter(|m| {
+            state
+                .roles
+                .get(&m.role_id)
+                .is_some_and(|r| OrgState::role_permissions(r).contains_all(wanted))
+        })
+        .map(|m| (m.user_id.as_bytes().to_vec(), state.member_view(m)));
+    Ok(HttpResponse::Ok().json(paginate(
+        rows,
+        query.cursor.as_deref(),
+        query.limit_or_default(),
+    )))
+}
+
+/// One membership (`org:team:read`, or your own).
+#[utoipa::path(tag = "members", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
+    responses((status = 200, body = MembershipView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/members/{user_id}")]
+async fn get_member(
+    access: OrgAccess,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let user = member_id(&path)?;
+    may_read_member(&access.state, access.user, user)?;
+    let member = access
+        .state
+        .members
+        .get(&user)
+        .ok_or(ApiError::NotFound("member"))?;
+    Ok(HttpResponse::Ok().json(access.state.member_view(member)))
+}
+
+/// Invites a user (`org:team:invite`); emits `member.added`.
+#[utoipa::path(tag = "members", security(("bearer" = [])), request_body = AddMember,
+    params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 201, body = MembershipView), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
+#[post("/organizations/{org_id}/members")]
+async fn add_member(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let reply = ctx
+        .mutate(
+            access.org_id(),
+            access.caller(),
+            &req,
+            OrgCommand::AddMember(input),
+        )
+        .await?;
+    Ok(reply_response(reply, StatusCode::CREATED))
+}
+
+/// Changes a member's role (`org:team:manage`); emits `member.role_changed`.
+#[utoipa::path(tag = "members", security(("bearer" = [])), request_body = ChangeRole,
+    params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
+    responses((status = 200, body = MembershipView), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
+#[patch("/organizations/{org_id}/members/{user_id}")]
+async fn change_role(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let command = OrgCommand::ChangeMemberRole(member_id(&path)?, input);
+    let reply = ctx
+        .mutate(access.org_id(), access.caller(), &req, command)
+        .await?;
+    Ok(reply_response(reply, StatusCode::OK))
+}
+
+/// Removes a member (`org:team:manage`, or yourself); emits `member.removed`.
+#[utoipa::path(tag = "members", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
+    responses((status = 204, description = "Removed"), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[delete("/organizations/{org_id}/members/{user_id}")]
+async fn remove_member(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let command = OrgCommand::RemoveMember(member_id(&path)?);
+    let reply = ctx
+        .mutate(access.org_id(), access.caller(), &req, command)
+        .await?;
+    Ok(reply_response(reply, StatusCode::NO_CONTENT))
+}

@@ -1,0 +1,26 @@
+//! One module per resource; [`configure`] registers every route, and the
+//! OpenAPI document is collected from those same registrations.
+
+pub mod admin;
+pub mod audit;
+pub mod fallback;
+pub mod health;
+pub mod me;
+pub mod members;
+pub mod openapi;
+pub mod organizations;
+pub mod roles;
+
+use utoipa_actix_web::service_config::ServiceConfig;
+
+/// Registers every route.
+pub fn configure(cfg: &mut ServiceConfig) {
+    health::configure(cfg);
+    openapi::configure(cfg);
+    admin::configure(cfg);
+    me::configure(cfg);
+    organizations::configure(cfg);
+    roles::configure(cfg);
+    members::configure(cfg);
+    audit::configure(cfg);
+}

@@ -1,0 +1,50 @@
+//! `GET` / `PATCH /organizations/{org_id}`.
+
+use actix_web::http::StatusCode;
+use actix_web::{get, patch, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::actors::messages::OrgCommand;
+use crate::domain::error::ApiError;
+use crate::domain::organization::Organization;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::problem::Problem;
+use crate::http::routes::admin::UpdateOrganization;
+use crate::http::{reply_response, AppContext};
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(get_org).service(update_org);
+}
+
+/// The organization (any member).
+#[utoipa::path(tag = "organizations", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 200, body = Organization), (status = 401, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}")]
+async fn get_org(access: OrgAccess) -> HttpResponse {
+    HttpResponse::Ok().json(&access.state.org)
+}
+
+/// Renames the organization (`org:settings:manage`) or changes its plan (`org:billing:manage`).
+#[utoipa::path(tag = "organizations", security(("bearer" = [])), request_body = UpdateOrganization,
+    params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 200, body = Organization), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[patch("/organizations/{org_id}")]
+async fn update_org(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let reply = ctx
+        .mutate(
+            access.org_id(),
+            access.caller(),
+            &req,
+            OrgCommand::UpdateOrganization(input),
+        )
+        .await?;
+    Ok(reply_response(reply, StatusCode::OK))
+}

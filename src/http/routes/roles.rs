@@ -1,0 +1,203 @@
+//! The role catalog: `/organizations/{org_id}/roles…` (seed 4.1, CONTRACT §4).
+
+use actix_web::http::header::IF_MATCH;
+use actix_web::http::StatusCode;
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use serde::Deserialize;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::actors::messages::OrgCommand;
+use crate::domain::access::IfMatch;
+use crate::domain::commands::roles::role_members_allowed;
+use crate::domain::error::ApiError;
+use crate::domain::member::MembershipView;
+use crate::domain::role::RoleView;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::{paginate, ListQuery, Page};
+use crate::http::problem::Problem;
+use crate::http::{path_id, reply_response, AppContext};
+use crate::ids::RoleId;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(list_roles)
+        .service(create_role)
+        .service(get_role)
+        .service(update_role)
+        .service(delete_role)
+        .service(role_members);
+}
+
+/// Documentation shape of `POST …/roles`.
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct CreateRole {
+    /// 1..=64 characters after trimming; unique case-insensitively.
+    name: String,
+    /// At most 500 characters.
+    description: Option<String>,
+    /// Permission keys.
+    permissions: Option<Vec<String>>,
+    /// Adds every key of this role of the same organization.
+    copy_permissions_from: Option<String>,
+}
+
+/// Documentation shape of `PATCH …/roles/{role_id}`.
+#[derive(Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct UpdateRole {
+    /// New name.
+    name: Option<String>,
+    /// New description.
+    description: Option<String>,
+    /// The complete new set of permission keys.
+    permissions: Option<Vec<String>>,
+}
+
+fn role_id(path: &(String, String)) -> Result<RoleId, ApiError> {
+    path_id(&path.1, "role", RoleId::parse)
+}
+
+fn if_match(req: &HttpRequest) -> Option<IfMatch> {
+    req.headers()
+        .get(IF_MATCH)
+        .map(|v| IfMatch::parse(v.to_str().unwrap_or("")))
+}
+
+/// Every role: Owner, Member, then custom roles by name. Without `limit`, all rows.
+#[utoipa::path(tag = "roles", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"),
+        ("limit" = Option<u32>, Query, description = "1..=200; every role when absent"),
+        ("cursor" = Option<String>, Query, description = "from next_cursor")),
+    responses((status = 200, body = Page<RoleView>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/roles")]
+async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let query = ListQuery::parse(&req)?;
+    let state = &access.state;
+    let rows = state
+        .roles_in_list_order()
+        .into_iter()
+        .map(|(key, role)| (key, state.role_view(role)));
+    let page = paginate(
+        rows,
+        query.cursor.as_deref(),
+        query.limit.unwrap_or(usize::MAX),
+    );
+    Ok(HttpResponse::Ok().json(page))
+}
+
+/// One role, with its `ETag`.
+#[utoipa::path(tag = "roles", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id")),
+    responses((status = 200, body = RoleView, headers(("ETag" = String, description = "for If-Match"))),
+        (status = 401, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/roles/{role_id}")]
+async fn get_role(
+    access: OrgAccess,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let role = access
+        .state
+        .roles
+        .get(&role_id(&path)?)
+        .ok_or(ApiError::NotFound("role"))?;
+    Ok(HttpResponse::Ok()
+        .insert_header(("ETag", role.etag()))
+        .json(access.state.role_view(role)))
+}
+
+/// Creates a custom role (`org:settings:manage`, Enterprise plan).
+#[utoipa::path(tag = "roles", security(("bearer" = [])), request_body = CreateRole,
+    params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 201, body = RoleView), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 402, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem),
+        (status = 409, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem), (status = 422, body = Problem)))]
+#[post("/organizations/{org_id}/roles")]
+async fn create_role(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let reply = ctx
+        .mutate(
+            access.org_id(),
+            access.caller(),
+            &req,
+            OrgCommand::CreateRole(input),
+        )
+        .await?;
+    Ok(reply_response(reply, StatusCode::CREATED))
+}
+
+/// Edits a role (`org:settings:manage`, Enterprise plan); honours `If-Match`.
+#[utoipa::path(tag = "roles", security(("bearer" = [])), request_body = UpdateRole,
+    params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id"),
+        ("If-Match" = Option<String>, Header, description = "ETag from GET")),
+    responses((status = 200, body = RoleView), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 402, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem),
+        (status = 409, body = Problem), (status = 412, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem)))]
+#[patch("/organizations/{org_id}/roles/{role_id}")]
+async fn update_role(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let command = OrgCommand::UpdateRole(role_id(&path)?, if_match(&req), input);
+    let reply = ctx
+        .mutate(access.org_id(), access.caller(), &req, command)
+        .await?;
+    Ok(reply_response(reply, StatusCode::OK))
+}
+
+/// Deletes a custom role without members (`org:settings:manage`, Enterprise plan).
+#[utoipa::path(tag = "roles", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id"),
+        ("If-Match" = Option<String>, Header, description = "ETag from GET")),
+    responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 402, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem), (status = 412, body = Problem), (status = 422, body = Problem)))]
+#[delete("/organizations/{org_id}/roles/{role_id}")]
+async fn delete_role(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let command = OrgCommand::DeleteRole(role_id(&path)?, if_match(&req));
+    let reply = ctx
+        .mutate(access.org_id(), access.caller(), &req, command)
+        .await?;
+    Ok(reply_response(reply, StatusCode::NO_CONTENT))
+}
+
+/// Members holding the role (`org:team:read`).
+#[utoipa::path(tag = "roles", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id"),
+        ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
+    responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/roles/{role_id}/members")]
+async fn role_members(
+    access: OrgAccess,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let role = role_id(&path)?;
+    role_members_allowed(&access.state, access.user, role)?;
+    let query = ListQuery::parse(&req)?;
+    let state = &access.state;
+    let rows = state
+        .members
+        .values()
+        .filter(|m| m.role_id == role)
+        .map(|m| (m.user_id.as_bytes().to_vec(), state.member_view(m)));
+    Ok(HttpResponse::Ok().json(paginate(
+        rows,
+        query.cursor.as_deref(),
+        query.limit_or_default(),
+    )))
+}

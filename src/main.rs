@@ -1,0 +1,39 @@
+//! The `rolecall` binary: parses the command line and runs the library.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use rolecall::cli::{Cli, Command};
+use rolecall::config::Config;
+use rolecall::startup::Application;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config } => serve(config.as_deref()),
+    }
+}
+
+fn serve(config_path: Option<&std::path::Path>) -> ExitCode {
+    let config = match Config::load(config_path, std::env::vars()) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("rolecall: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    rolecall::telemetry::init(&config.log);
+    let outcome = actix_web::rt::System::new().block_on(async move {
+        let app = Application::build(config).await?;
+        app.run_until_signalled().await
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %err, "rolecall stopped with an error");
+            eprintln!("rolecall: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

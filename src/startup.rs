@@ -1,0 +1,217 @@
+//! Building and running the application: open storage, load state, bind,
+//! serve. Tests use the same path with port 0 and a temp data dir.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::{Server, ServerHandle, ServiceResponse};
+use actix_web::http::header::CONTENT_TYPE;
+use actix_web::middleware::{from_fn, ErrorHandlerResponse, ErrorHandlers};
+use actix_web::{web, App, HttpServer};
+use utoipa_actix_web::AppExt;
+
+use crate::accounts::Accounts;
+use crate::actors::registry::Registry;
+use crate::config::Config;
+use crate::directory::Directory;
+use crate::domain::event::DiscardEvents;
+use crate::http::problem::{problem_response, PROBLEM_JSON};
+use crate::http::request_id::assign_request_id;
+use crate::http::routes::{self, fallback, openapi};
+use crate::http::AppContext;
+use crate::secrets::{new_token, Secret};
+use crate::services::Services;
+use crate::storage::{Storage, StorageError};
+
+/// Why the application could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// Storage could not be opened or loaded.
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    /// The listener could not be bound, or a file could not be written.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A bound, ready-to-run server.
+pub struct Application {
+    port: u16,
+    server: Server,
+    services: Arc<Services>,
+    registry: Arc<Registry>,
+}
+
+impl Application {
+    /// Opens storage, loads state, bootstraps the admin token and binds.
+    pub async fn build(config: Config) -> Result<Self, StartupError> {
+        let storage = Storage::open(&config.storage.data_dir)?;
+        let admin_token_sha256 = admin_token_hash(&config, &storage)?;
+        let loaded = storage.load()?;
+        let services = Arc::new(Services {
+            directory: Directory::new(loaded.orgs),
+            accounts: Accounts::new(storage.clone(), loaded.users, loaded.tokens),
+            storage,
+            events: Arc::new(DiscardEvents),
+            admin_token_sha256,
+            org_idle_timeout: config.actors.org_idle_timeout(),
+        });
+        let registry = Registry::new(services.clone());
+        let context = web::Data::new(AppContext {
+            services: services.clone(),
+            registry: registry.clone(),
+        });
+        let document = web::Data::new(openapi::document());
+
+        let listener = TcpListener::bind(&config.server.listen)?;
+        let address = listener.local_addr()?;
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(context.clone())
+                .app_data(document.clone())
+                .wrap(ErrorHandlers::new().default_handler(ensure_problem_body))
+                .wrap(from_fn(assign_request_id))
+                .into_utoipa_app()
+                .configure(routes::configure)
+                .into_app()
+                .default_service(web::to(fallback::no_route))
+        })
+        .shutdown_timeout(config.server.shutdown_timeout_secs);
+        if config.server.workers > 0 {
+            server = server.workers(config.server.workers);
+        }
+        let server = server.disable_signals().listen(listener)?.run();
+        tracing::info!("listening on {address}");
+        Ok(Application {
+            port: address.port(),
+            server,
+            services,
+            registry,
+        })
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A handle to stop the server.
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    /// The shared services (for tests and tools that inspect state).
+    pub fn services(&self) -> Arc<Services> {
+        self.services.clone()
+    }
+
+    /// How many organization actors are running.
+    pub fn live_org_actors(&self) -> usize {
+        self.registry.live_actors()
+    }
+
+    /// Serves until stopped (by [`ServerHandle::stop`]), then flushes storage.
+    pub async fn run_until_stopped(self) -> Result<(), StartupError> {
+        self.server.await?;
+        self.services.storage.durable().await?;
+        Ok(())
+    }
+
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully.
+    pub async fn run_until_signalled(self) -> Result<(), StartupError> {
+        let handle = self.handle();
+        actix_web::rt::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down: no new connections, finishing in-flight requests");
+            handle.stop(true).await;
+        });
+        self.run_until_stopped().await?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            tracing::error!("cannot install signal handlers; stop with SIGKILL");
+            std::future::pending::<()>().await
+        }
+    }
+}
+
+/// The admin token's SHA-256: from the configuration, else the stored one,
+/// else a new token written once to `<data_dir>/admin-token` (mode 0600).
+fn admin_token_hash(config: &Config, storage: &Storage) -> Result<[u8; 32], StartupError> {
+    if !config.admin.token.expose().is_empty() {
+        return Ok(config.admin.token.digest());
+    }
+    if let Some(hash) = storage.admin_token_hash()? {
+        return Ok(hash);
+    }
+    let token = new_token();
+    let path = config.storage.data_dir.join("admin-token");
+    write_private_file(&path, &token)?;
+    storage.set_admin_token_hash(&token.digest())?;
+    tracing::info!(path = %path.display(), "generated the admin token; it was written to this file only");
+    Ok(token.digest())
+}
+
+fn write_private_file(path: &Path, secret: &Secret) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(secret.expose().as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()
+}
+
+/// Makes sure every error response is problem+json, including the ones
+/// actix-web produces itself.
+fn ensure_problem_body<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    let is_problem = res
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == PROBLEM_JSON.as_bytes());
+    if is_problem {
+        return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
+    }
+    let status = res.status();
+    let code = match status.as_u16() {
+        400 => "VALIDATION_FAILED",
+        401 => "UNAUTHENTICATED",
+        404 => "NOT_FOUND",
+        405 => "METHOD_NOT_ALLOWED",
+        413 => "PAYLOAD_TOO_LARGE",
+        415 => "UNSUPPORTED_MEDIA_TYPE",
+        500 => "INTERNAL",
+        _ => "HTTP_ERROR",
+    };
+    let detail = status.canonical_reason().unwrap_or("error");
+    let (req, _) = res.into_parts();
+    let response = problem_response(status, code, detail, Default::default());
+    Ok(ErrorHandlerResponse::Response(
+        ServiceResponse::new(req, response).map_into_right_body(),
+    ))
+}
+
+/// How long to wait for in-flight work when stopping tests' servers.
+pub const TEST_SHUTDOWN: Duration = Duration::from_secs(5);

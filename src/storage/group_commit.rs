@@ -1,0 +1,49 @@
+//! Group commit: writers that finished their transaction ask for durability;
+//! one thread flushes sled for everyone who asked since its last flush, so
+//! concurrent writers share one fsync instead of queueing for their own.
+
+use std::sync::mpsc;
+use std::thread;
+
+use tokio::sync::oneshot;
+
+type Waiter = oneshot::Sender<Result<(), String>>;
+
+/// Handle to the flushing thread.
+#[derive(Clone)]
+pub struct GroupCommit {
+    requests: mpsc::Sender<Waiter>,
+}
+
+impl GroupCommit {
+    /// Starts the flushing thread for `db`. It ends when every handle is dropped.
+    pub fn start(db: sled::Db) -> std::io::Result<Self> {
+        let (requests, inbox) = mpsc::channel::<Waiter>();
+        thread::Builder::new()
+            .name("rolecall-flush".into())
+            .spawn(move || {
+                while let Ok(first) = inbox.recv() {
+                    let mut waiters = vec![first];
+                    waiters.extend(inbox.try_iter());
+                    let outcome = db.flush().map(|_| ()).map_err(|err| err.to_string());
+                    if let Err(err) = &outcome {
+                        tracing::error!(error = %err, "storage flush failed");
+                    }
+                    for waiter in waiters {
+                        let _ = waiter.send(outcome.clone());
+                    }
+                }
+            })?;
+        Ok(Self { requests })
+    }
+
+    /// Resolves once everything committed before this call is on disk.
+    pub async fn durable(&self) -> Result<(), String> {
+        let (tx, rx) = oneshot::channel();
+        self.requests
+            .send(tx)
+            .map_err(|_| "the flush thread has stopped".to_string())?;
+        rx.await
+            .map_err(|_| "the flush thread has stopped".to_string())?
+    }
+}

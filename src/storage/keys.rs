@@ -1,0 +1,97 @@
+//! Tree names (versioned) and key layouts. Keys start with the owning
+//! organization's id where there is one, so per-org scans are prefix scans
+//! and no lookup can cross organizations by accident.
+
+use crate::ids::{AuditId, OrgId, RoleId, TokenId, UserId};
+
+/// Every tree, with its versioned name. The order is the order of the
+/// transactional views in [`super::Storage::commit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeName {
+    /// user id → User
+    Users,
+    /// folded email → user id
+    UserEmails,
+    /// token SHA-256 → TokenRecord
+    Tokens,
+    /// token id → token SHA-256
+    TokenIds,
+    /// org id → Organization
+    Orgs,
+    /// org id | role id → Role
+    Roles,
+    /// org id | user id → Membership
+    Members,
+    /// org id | audit id (time-ordered) → AuditRecord
+    Audit,
+    /// name → value: schema version, admin token hash
+    Meta,
+}
+
+impl TreeName {
+    /// Every tree in transaction-view order.
+    pub const ALL: [TreeName; 9] = [
+        TreeName::Users,
+        TreeName::UserEmails,
+        TreeName::Tokens,
+        TreeName::TokenIds,
+        TreeName::Orgs,
+        TreeName::Roles,
+        TreeName::Members,
+        TreeName::Audit,
+        TreeName::Meta,
+    ];
+
+    /// The on-disk name; a layout change gets a new suffix.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TreeName::Users => "users_v1",
+            TreeName::UserEmails => "user_emails_v1",
+            TreeName::Tokens => "tokens_v1",
+            TreeName::TokenIds => "token_ids_v1",
+            TreeName::Orgs => "orgs_v1",
+            TreeName::Roles => "roles_v1",
+            TreeName::Members => "members_v1",
+            TreeName::Audit => "audit_v1",
+            TreeName::Meta => "meta_v1",
+        }
+    }
+
+    /// Position in [`TreeName::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// `a | b` as one key.
+pub fn pair(a: &[u8; 16], b: &[u8; 16]) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    key[..16].copy_from_slice(a);
+    key[16..].copy_from_slice(b);
+    key
+}
+
+/// Key of a role.
+pub fn role(org: OrgId, role: RoleId) -> [u8; 32] {
+    pair(org.as_bytes(), role.as_bytes())
+}
+
+/// Key of a membership.
+pub fn member(org: OrgId, user: UserId) -> [u8; 32] {
+    pair(org.as_bytes(), user.as_bytes())
+}
+
+/// Key of an audit record.
+pub fn audit(org: OrgId, id: AuditId) -> [u8; 32] {
+    pair(org.as_bytes(), id.as_bytes())
+}
+
+/// Key of a token-id index entry.
+pub fn token_id(id: TokenId) -> [u8; 16] {
+    *id.as_bytes()
+}
+
+/// Meta key of the admin token's SHA-256.
+pub const ADMIN_TOKEN_SHA256: &[u8] = b"admin_token_sha256";
+/// Meta key of the storage layout version.
+pub const LAYOUT_VERSION: &[u8] = b"layout_version";

@@ -1,0 +1,418 @@
+//! Storage: the only module that knows sled and bincode.
+//!
+//! Every mutation is one [`Storage::commit`] of a list of [`Write`]s: one
+//! sled transaction across every tree it touches. The Owner/Member rules of
+//! seed 2.4 are enforced here, inside that transaction, so no code path can
+//! alter Owner or delete Member. Durability is asked for separately
+//! ([`Storage::durable`]) so concurrent writers share flushes.
+
+pub mod codec;
+mod group_commit;
+pub mod keys;
+
+use std::path::Path;
+
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+use sled::Transactional;
+
+use crate::domain::audit::AuditRecord;
+use crate::domain::member::Membership;
+use crate::domain::org_state::{Edit, OrgState};
+use crate::domain::organization::Organization;
+use crate::domain::role::Role;
+use crate::domain::user::{TokenRecord, User};
+use crate::ids::{OrgId, RoleId};
+use codec::{decode, encode};
+use group_commit::GroupCommit;
+use keys::TreeName;
+
+/// What can go wrong below the domain.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// sled failed.
+    #[error("storage engine: {0}")]
+    Engine(#[from] sled::Error),
+    /// A value could not be encoded or decoded.
+    #[error("codec: {0}")]
+    Codec(String),
+    /// A write would change or delete the Owner role.
+    #[error("the Owner role is immutable")]
+    RoleImmutable,
+    /// A write would delete the Member role.
+    #[error("the Member role cannot be deleted")]
+    SystemRole,
+    /// A write would add a second Owner or Member row, or change a role's kind.
+    #[error("an organization has exactly one Owner and one Member role")]
+    SystemRoleCount,
+    /// Flushing to disk failed.
+    #[error("flush: {0}")]
+    Flush(String),
+    /// The data directory could not be prepared.
+    #[error("data directory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One write of a transaction.
+#[derive(Clone, Debug)]
+pub enum Write {
+    /// An organization-state edit.
+    Edit(Edit),
+    /// Insert a user and its email index entry.
+    PutUser(User, String),
+    /// Insert a token and its id index entry.
+    PutToken(TokenRecord),
+    /// Remove a token and its id index entry.
+    DeleteToken(TokenRecord),
+    /// Append an audit record.
+    Audit(AuditRecord),
+}
+
+/// Everything loaded at start.
+pub struct Loaded {
+    /// Every organization's state.
+    pub orgs: Vec<OrgState>,
+    /// Every user.
+    pub users: Vec<User>,
+    /// Every live token.
+    pub tokens: Vec<TokenRecord>,
+}
+
+/// The sled database and its trees.
+#[derive(Clone)]
+pub struct Storage {
+    db: sled::Db,
+    trees: Vec<sled::Tree>,
+    flusher: GroupCommit,
+}
+
+type TxResult<T> = Result<T, ConflictableTransactionError<StorageError>>;
+
+fn abort<T>(err: StorageError) -> TxResult<T> {
+    Err(ConflictableTransactionError::Abort(err))
+}
+
+fn enc<T: serde::Serialize>(value: &T) -> TxResult<Vec<u8>> {
+    encode(value).map_err(ConflictableTransactionError::Abort)
+}
+
+impl Storage {
+    /// Opens (creating if needed, mode 0700) the database in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, StorageError> {
+        create_private_dir(dir)?;
+        let db = sled::Config::new().path(dir.join("db")).open()?;
+        let trees = TreeName::ALL
+            .iter()
+            .map(|t| db.open_tree(t.name()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let flusher = GroupCommit::start(db.clone())?;
+        let storage = Storage { db, trees, flusher };
+        storage
+            .tree(TreeName::Meta)
+            .insert(keys::LAYOUT_VERSION, &[1u8])?;
+        Ok(storage)
+    }
+
+    fn tree(&self, name: TreeName) -> &sled::Tree {
+        &self.trees[name.index()]
+    }
+
+    /// Applies `writes` atomically. Not yet durable: await [`Storage::durable`].
+    pub fn commit(&self, writes: &[Write]) -> Result<(), StorageError> {
+        let result = self
+            .trees
+            .as_slice()
+            .transaction(|views: &Vec<TransactionalTree>| {
+                for write in writes {
+                    apply(views, write)?;
+                }
+                Ok(())
+            });
+        result.map_err(|err| match err {
+            TransactionError::Abort(err) => err,
+            TransactionError::Storage(err) => StorageError::Engine(err),
+        })
+    }
+
+    /// Resolves once every commit made before the call is on disk.
+    pub async fn durable(&self) -> Result<(), StorageError> {
+        self.flusher.durable().await.map_err(StorageError::Flush)
+    }
+
+    /// Commits and waits for durability: what every 2xx answer needs.
+    pub async fn commit_durably(&self, writes: &[Write]) -> Result<(), StorageError> {
+        self.commit(writes)?;
+        self.durable().await
+    }
+
+    /// The stored admin-token hash, if any.
+    pub fn admin_token_hash(&self) -> Result<Option<[u8; 32]>, StorageError> {
+        let value = self.tree(TreeName::Meta).get(keys::ADMIN_TOKEN_SHA256)?;
+        Ok(value.and_then(|v| <[u8; 32]>::try_from(v.as_ref()).ok()))
+    }
+
+    /// Stores the admin-token hash durably.
+    pub fn set_admin_token_hash(&self, hash: &[u8; 32]) -> Result<(), StorageError> {
+        self.tree(TreeName::Meta)
+            .insert(keys::ADMIN_TOKEN_SHA256, hash.as_slice())?;
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Reads everything the in-memory state is built from.
+    pub fn load(&self) -> Result<Loaded, StorageError> {
+        let users = self.values::<User>(TreeName::Users)?;
+        let tokens = self.values::<TokenRecord>(TreeName::Tokens)?;
+        let mut orgs = Vec::new();
+        for org in self.values::<Organization>(TreeName::Orgs)? {
+            let prefix = org.id.as_bytes().to_vec();
+            let roles = self.prefixed::<Role>(TreeName::Roles, &prefix)?;
+            let members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
+            orgs.push(OrgState::new(org, roles, members));
+        }
+        Ok(Loaded {
+            orgs,
+            users,
+            tokens,
+        })
+    }
+
+    /// One page of an organization's audit log, newest first, starting
+    /// strictly before `before` (a record id's storage key) when given.
+    pub fn audit_page(
+        &self,
+        org: OrgId,
+        before: Option<&[u8]>,
+        limit: usize,
+        filter: impl Fn(&AuditRecord) -> bool,
+    ) -> Result<(Vec<AuditRecord>, bool), StorageError> {
+        let start = org.as_bytes().to_vec();
+        let end = match before {
+            Some(key) => key.to_vec(),
+            None => keys::pair(org.as_bytes(), &[0xff; 16]).to_vec(),
+        };
+        let mut records = Vec::new();
+        for entry in self.tree(TreeName::Audit).range(start..end).rev() {
+            let (_, value) = entry?;
+            let record: AuditRecord = decode(&value)?;
+            if !filter(&record) {
+                continue;
+            }
+            if records.len() == limit {
+                return Ok((records, true));
+            }
+            records.push(record);
+        }
+        Ok((records, false))
+    }
+
+    fn values<T: serde::de::DeserializeOwned>(
+        &self,
+        tree: TreeName,
+    ) -> Result<Vec<T>, StorageError> {
+        self.tree(tree)
+            .iter()
+            .values()
+            .map(|v| decode(&v?))
+            .collect()
+    }
+
+    fn prefixed<T: serde::de::DeserializeOwned>(
+        &self,
+        tree: TreeName,
+        prefix: &[u8],
+    ) -> Result<Vec<T>, StorageError> {
+        self.tree(tree)
+            .scan_prefix(prefix)
+            .values()
+            .map(|v| decode(&v?))
+            .collect()
+    }
+}
+
+fn view(views: &[TransactionalTree], name: TreeName) -> &TransactionalTree {
+    &views[name.index()]
+}
+
+fn apply(views: &[TransactionalTree], write: &Write) -> TxResult<()> {
+    match write {
+        Write::Edit(edit) => apply_edit(views, edit),
+        Write::PutUser(user, folded_email) => {
+            view(views, TreeName::Users).insert(user.id.as_bytes().as_slice(), enc(user)?)?;
+            view(views, TreeName::UserEmails)
+                .insert(folded_email.as_bytes(), user.id.as_bytes().as_slice())?;
+            Ok(())
+        }
+        Write::PutToken(token) => {
+            view(views, TreeName::Tokens).insert(token.sha256.as_slice(), enc(token)?)?;
+            view(views, TreeName::TokenIds)
+                .insert(keys::token_id(token.id).as_slice(), token.sha256.as_slice())?;
+            Ok(())
+        }
+        Write::DeleteToken(token) => {
+            view(views, TreeName::Tokens).remove(token.sha256.as_slice())?;
+            view(views, TreeName::TokenIds).remove(keys::token_id(token.id).as_slice())?;
+            Ok(())
+        }
+        Write::Audit(record) => {
+            let key = keys::audit(record.organization_id, record.id);
+            view(views, TreeName::Audit).insert(key.as_slice(), enc(record)?)?;
+            Ok(())
+        }
+    }
+}
+
+fn apply_edit(views: &[TransactionalTree], edit: &Edit) -> TxResult<()> {
+    match edit {
+        Edit::PutOrg(org) => {
+            view(views, TreeName::Orgs).insert(org.id.as_bytes().as_slice(), enc(org)?)?;
+        }
+        Edit::PutRole(role) => {
+            guard_role_put(views, role)?;
+            let key = keys::role(role.organization_id, role.id);
+            view(views, TreeName::Roles).insert(key.as_slice(), enc(role)?)?;
+        }
+        Edit::DeleteRole(org, role) => {
+            guard_role_delete(views, *org, *role)?;
+            view(views, TreeName::Roles).remove(keys::role(*org, *role).as_slice())?;
+        }
+        Edit::PutMember(member) => {
+            let key = keys::member(member.organization_id, member.user_id);
+            view(views, TreeName::Members).insert(key.as_slice(), enc(member)?)?;
+        }
+        Edit::DeleteMember(org, user) => {
+            view(views, TreeName::Members).remove(keys::member(*org, *user).as_slice())?;
+        }
+    }
+    Ok(())
+}
+
+fn stored_role(views: &[TransactionalTree], org: OrgId, role: RoleId) -> TxResult<Option<Role>> {
+    match view(views, TreeName::Roles).get(keys::role(org, role).as_slice())? {
+        Some(bytes) => decode(&bytes)
+            .map(Some)
+            .map_err(ConflictableTransactionError::Abort),
+        None => Ok(None),
+    }
+}
+
+/// Owner never changes; system rows keep their kind; new system rows only
+/// come with a new organization (whose record is not stored yet).
+fn guard_role_put(views: &[TransactionalTree], role: &Role) -> TxResult<()> {
+    match stored_role(views, role.organization_id, role.id)? {
+        Some(existing) if existing.is_immutable && existing != *role => {
+            abort(StorageError::RoleImmutable)
+        }
+        Some(existing)
+            if (existing.is_immutable, existing.is_system)
+                != (role.is_immutable, role.is_system) =>
+        {
+            abort(StorageError::SystemRoleCount)
+        }
+        Some(_) => Ok(()),
+        None if role.is_system || role.is_immutable => {
+            let org_exists = view(views, TreeName::Orgs)
+                .get(role.organization_id.as_bytes().as_slice())?
+                .is_some();
+            if org_exists {
+                abort(StorageError::SystemRoleCount)
+            } else {
+                Ok(())
+            }
+        }
+        None => Ok(()),
+    }
+}
+
+fn guard_role_delete(views: &[TransactionalTree], org: OrgId, role: RoleId) -> TxResult<()> {
+    match stored_role(views, org, role)? {
+        Some(existing) if existing.is_immutable => abort(StorageError::RoleImmutable),
+        Some(existing) if existing.is_system => abort(StorageError::SystemRole),
+        _ => Ok(()),
+    }
+}
+
+/// Creates `dir` (and parents) readable by the owner only.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::commands::roles::system_roles;
+    use crate::domain::organization::Plan;
+    use crate::time::Timestamp;
+
+    fn new_org(storage: &Storage) -> (Organization, Role, Role) {
+        let now = Timestamp::now();
+        let org = Organization {
+            id: OrgId::generate(),
+            name: "A".into(),
+            plan: Plan::Free,
+            created_at: now,
+            updated_at: now,
+        };
+        let (owner, member) = system_roles(org.id, now);
+        let writes = [
+            Write::Edit(Edit::PutRole(owner.clone())),
+            Write::Edit(Edit::PutRole(member.clone())),
+            Write::Edit(Edit::PutOrg(org.clone())),
+        ];
+        assert!(storage.commit(&writes).is_ok());
+        (org, owner, member)
+    }
+
+    #[test]
+    fn storage_refuses_to_alter_owner_or_delete_member() {
+        let dir = tempfile::tempdir().ok();
+        let Some(storage) = dir.as_ref().and_then(|d| Storage::open(d.path()).ok()) else {
+            panic!("storage did not open");
+        };
+        let (org, owner, member) = new_org(&storage);
+
+        let mut renamed = owner.clone();
+        renamed.name = "Boss".into();
+        let err = storage.commit(&[Write::Edit(Edit::PutRole(renamed))]).err();
+        assert!(matches!(err, Some(StorageError::RoleImmutable)));
+        let err = storage
+            .commit(&[Write::Edit(Edit::DeleteRole(org.id, owner.id))])
+            .err();
+        assert!(matches!(err, Some(StorageError::RoleImmutable)));
+        let err = storage
+            .commit(&[Write::Edit(Edit::DeleteRole(org.id, member.id))])
+            .err();
+        assert!(matches!(err, Some(StorageError::SystemRole)));
+
+        let (second_owner, _) = system_roles(org.id, Timestamp::now());
+        let err = storage
+            .commit(&[Write::Edit(Edit::PutRole(second_owner))])
+            .err();
+        assert!(matches!(err, Some(StorageError::SystemRoleCount)));
+
+        let mut demoted = member.clone();
+        demoted.is_system = false;
+        let err = storage.commit(&[Write::Edit(Edit::PutRole(demoted))]).err();
+        assert!(matches!(err, Some(StorageError::SystemRoleCount)));
+
+        // A refused write leaves the transaction's other writes unapplied too.
+        let mut edited_member = member.clone();
+        edited_member.name = "Staff".into();
+        let writes = [
+            Write::Edit(Edit::PutRole(edited_member)),
+            Write::Edit(Edit::DeleteRole(org.id, owner.id)),
+        ];
+        assert!(storage.commit(&writes).is_err());
+        let loaded = storage.load().ok().map(|l| l.orgs);
+        let names: Vec<String> = loaded
+            .iter()
+            .flatten()
+            .flat_map(|o| o.roles.values().map(|r| r.name.clone()))
+            .collect();
+        assert!(names.contains(&"Member".to_string()) && names.contains(&"Owner".to_string()));
+    }
+}

@@ -1,0 +1,396 @@
+//! `spawn_app()` and typed request helpers over real HTTP.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use actix_web::http::Method;
+use rolecall::config::Config;
+use rolecall::startup::Application;
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+/// The admin token every in-process test server is configured with.
+pub const ADMIN: &str = "test-admin-token-0123456789abcdef";
+
+/// A response, fully read.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: awc::http::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    /// The body as JSON (Null when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// A header's value as text ("" when absent).
+    pub fn header(&self, name: &str) -> String {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    }
+
+    /// Asserts the status, with the body in the message.
+    #[track_caller]
+    pub fn expect(self, status: u16) -> Self {
+        assert_eq!(
+            self.status,
+            status,
+            "unexpected status; body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        self
+    }
+
+    /// Asserts a problem+json error with `status` and `code`; returns the body.
+    #[track_caller]
+    pub fn problem(&self, status: u16, code: &str) -> Value {
+        let body = self.json();
+        assert_eq!(
+            (self.status, body["code"].as_str().unwrap_or("")),
+            (status, code),
+            "unexpected error; body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        assert_eq!(self.header("content-type"), "application/problem+json");
+        assert_eq!(body["status"], json!(status));
+        assert_eq!(body["type"], json!("about:blank"));
+        assert!(body["title"].is_string() && body["detail"].is_string());
+        body
+    }
+}
+
+/// What a request carries.
+pub struct Req<'a> {
+    pub method: Method,
+    pub path: String,
+    pub token: Option<&'a str>,
+    pub body: Option<Vec<u8>>,
+    pub content_type: Option<&'a str>,
+    pub headers: Vec<(&'a str, String)>,
+}
+
+/// A running server (in this process) and a client for it.
+pub struct TestApp {
+    pub address: String,
+    pub port: u16,
+    pub admin: String,
+    pub data_dir: TempDir,
+    pub client: awc::Client,
+    pub handle: actix_web::dev::ServerHandle,
+    pub app_services: std::sync::Arc<rolecall::services::Services>,
+}
+
+/// Starts a server with a fresh data dir and the given env-style overrides.
+pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
+    let data_dir = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir.path().display().to_string();
+    let mut all: Vec<(&str, &str)> = vec![
+        ("ROLECALL_SERVER__LISTEN", "127.0.0.1:0"),
+        ("ROLECALL_SERVER__WORKERS", "2"),
+        ("ROLECALL_STORAGE__DATA_DIR", &dir),
+        ("ROLECALL_ADMIN__TOKEN", ADMIN),
+        ("ROLECALL_LOG__LEVEL", "warn"),
+    ];
+    all.extend_from_slice(overrides);
+    let config = Config::with_overrides(&all).expect("config");
+    let app = Application::build(config).await.expect("server starts");
+    let port = app.port();
+    let handle = app.handle();
+    let app_services = app.services();
+    actix_web::rt::spawn(app.run_until_stopped());
+    TestApp {
+        address: format!("http://127.0.0.1:{port}"),
+        port,
+        admin: ADMIN.to_owned(),
+        data_dir,
+        client: client(),
+        handle,
+        app_services,
+    }
+}
+
+/// Starts a server with a fresh data dir.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// An HTTP client with generous limits.
+pub fn client() -> awc::Client {
+    awc::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .disable_redirects()
+        .finish()
+}
+
+/// Sends any request to `base`.
+pub async fn send(client: &awc::Client, base: &str, req: Req<'_>) -> Reply {
+    let mut request = client.request(req.method, format!("{base}{}", req.path));
+    if let Some(token) = req.token {
+        request = request.insert_header(("Authorization", format!("Bearer {token}")));
+    }
+    if let Some(ct) = req.content_type {
+        request = request.insert_header(("Content-Type", ct));
+    }
+    for (name, value) in req.headers {
+        request = request.insert_header((name, value));
+    }
+    let result = match req.body {
+        Some(body) => request.send_body(body).await,
+        None => request.send().await,
+    };
+    let mut response = result.expect("request sent");
+    let body = response
+        .body()
+        .limit(64 * 1024 * 1024)
+        .await
+        .expect("body read")
+        .to_vec();
+    Reply {
+        status: response.status().as_u16(),
+        headers: response.headers().clone(),
+        body,
+    }
+}
+
+impl TestApp {
+    /// A request with a JSON body (when given) and a bearer token (when given).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        let has_body = body.is_some();
+        let req = Req {
+            method,
+            path: path.to_owned(),
+            token,
+            body: body.map(|b| b.to_string().into_bytes()),
+            content_type: has_body.then_some("application/json"),
+            headers: Vec::new(),
+        };
+        send(&self.client, &self.address, req).await
+    }
+
+    /// A raw request.
+    pub async fn raw(&self, req: Req<'_>) -> Reply {
+        send(&self.client, &self.address, req).await
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.call(Method::PATCH, path, Some(token), Some(body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::DELETE, path, Some(token), None).await
+    }
+
+    /// Creates a user; returns its JSON.
+    pub async fn create_user(&self, email: &str) -> Value {
+        self.post(
+            "/admin/users",
+            &self.admin,
+            json!({"email": email, "name": "Test User"}),
+        )
+        .await
+        .expect(201)
+        .json()
+    }
+
+    /// Issues an API token for a user.
+    pub async fn create_token(&self, user_id: &str) -> String {
+        let reply = self
+            .post(
+                &format!("/admin/users/{user_id}/tokens"),
+                &self.admin,
+                json!({"kind": "api"}),
+            )
+            .await;
+        reply.expect(201).json()["token"]
+            .as_str()
+            .expect("token")
+            .to_owned()
+    }
+
+    /// A new user with a token: (user id, token).
+    pub async fn user(&self, email: &str) -> (String, String) {
+        let user = self.create_user(email).await;
+        let id = user["id"].as_str().expect("id").to_owned();
+        let token = self.create_token(&id).await;
+        (id, token)
+    }
+
+    /// A new organization owned by a new user.
+    pub async fn org(&self, plan: &str) -> Org {
+        let tag = rolecall::ids::new_v7().simple().to_string();
+        let (owner_id, owner_token) = self.user(&format!("owner-{tag}@example.test")).await;
+        let org = self
+            .post(
+                "/admin/organizations",
+                &self.admin,
+                json!({"name": format!("Org {tag}"), "plan": plan, "owner_user_id": owner_id}),
+            )
+            .await
+            .expect(201)
+            .json();
+        let id = org["id"].as_str().expect("org id").to_owned();
+        let roles = self
+            .get(&format!("/organizations/{id}/roles"), &owner_token)
+            .await
+            .expect(200)
+            .json();
+        let role = |i: usize| {
+            roles["items"][i]["id"]
+                .as_str()
+                .expect("role id")
+                .to_owned()
+        };
+        Org {
+            id,
+            owner_id,
+            owner_token,
+            owner_role: role(0),
+            member_role: role(1),
+        }
+    }
+
+    /// Adds a new user to `org` with `role_id`: (user id, token).
+    pub async fn member(&self, org: &Org, role_id: &str) -> (String, String) {
+        let tag = rolecall::ids::new_v7().simple().to_string();
+        let (id, token) = self.user(&format!("member-{tag}@example.test")).await;
+        self.post(
+            &org.path("/members"),
+            &org.owner_token,
+            json!({"user_id": id, "role_id": role_id}),
+        )
+        .await
+        .expect(201);
+        (id, token)
+    }
+
+    /// Creates a custom role as the owner (org must be enterprise): its id.
+    pub async fn role(&self, org: &Org, name: &str, permissions: &[&str]) -> String {
+        let reply = self
+            .post(
+                &org.path("/roles"),
+                &org.owner_token,
+                json!({"name": name, "permissions": permissions}),
+            )
+            .await;
+        reply.expect(201).json()["id"]
+            .as_str()
+            .expect("role id")
+            .to_owned()
+    }
+
+    /// The org's audit log, newest first (up to 200 records), as the owner.
+    pub async fn audit(&self, org: &Org) -> Vec<Value> {
+        let reply = self
+            .get(&org.path("/audit-log?limit=200"), &org.owner_token)
+            .await
+            .expect(200);
+        reply.json()["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Stops the server.
+    pub async fn stop(&self) {
+        self.handle.stop(true).await;
+    }
+}
+
+/// A test organization.
+#[derive(Clone, Debug)]
+pub struct Org {
+    pub id: String,
+    pub owner_id: String,
+    pub owner_token: String,
+    pub owner_role: String,
+    pub member_role: String,
+}
+
+impl Org {
+    /// `/organizations/{id}{suffix}`.
+    pub fn path(&self, suffix: &str) -> String {
+        format!("/organizations/{}{suffix}", self.id)
+    }
+}
+
+/// A server running as a child process (the real binary).
+pub struct ChildServer {
+    pub child: Child,
+    pub address: String,
+}
+
+/// Runs the real `rolecall serve` on `data_dir` and waits for "listening on".
+pub fn spawn_binary(data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> ChildServer {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rolecall"));
+    command
+        .arg("serve")
+        .env("ROLECALL_SERVER__LISTEN", "127.0.0.1:0")
+        .env("ROLECALL_SERVER__WORKERS", "2")
+        .env("ROLECALL_STORAGE__DATA_DIR", data_dir)
+        .env("ROLECALL_ADMIN__TOKEN", ADMIN)
+        .env("ROLECALL_LOG__FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (key, value) in extra_env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("binary starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let address = loop {
+        assert!(Instant::now() < deadline, "no 'listening on' line in time");
+        let line = lines
+            .next()
+            .expect("server printed a line")
+            .expect("line read");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            let addr: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                .collect();
+            break format!("http://{addr}");
+        }
+    };
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    ChildServer { child, address }
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,7 @@
+//! Integration tests: one binary, a real server per test on port 0 with a
+//! temp data dir, spoken to over real HTTP.
+
+mod helpers;
+
+mod admin;
+mod smoke;
