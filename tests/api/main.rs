@@ -4,4 +4,11 @@
 mod helpers;
 
 mod admin;
+mod audit;
+mod bad_input;
+mod isolation;
+mod members;
+mod openapi;
+mod restart;
+mod roles;
 mod smoke;
