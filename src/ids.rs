@@ -119,6 +119,18 @@ typed_id!(
     /// A request, for correlating logs and audit records.
     RequestId
 );
+typed_id!(
+    /// A webhook delivery (the same on both attempts).
+    DeliveryId
+);
+typed_id!(
+    /// A delivery-log record.
+    LogId
+);
+typed_id!(
+    /// A webhook test (`test_id`).
+    TestId
+);
 
 #[cfg(test)]
 mod tests {

@@ -55,6 +55,23 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Serde for a secret in storage only (`#[serde(with = "crate::secrets::plaintext")]`).
+pub mod plaintext {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Secret;
+
+    /// Writes the plaintext.
+    pub fn serialize<S: Serializer>(secret: &Secret, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(secret.expose())
+    }
+
+    /// Reads the plaintext.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Secret, D::Error> {
+        String::deserialize(deserializer).map(Secret::new)
+    }
+}
+
 /// A new bearer token: `rc_` and 32 random bytes in URL-safe base64.
 pub fn new_token() -> Secret {
     let mut bytes = [0u8; 32];

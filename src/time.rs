@@ -121,7 +121,7 @@ mod tests {
     fn formats_known_instants() {
         assert_eq!(Timestamp(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
         assert_eq!(
-            Timestamp(1_795_255_200_123).to_rfc3339(),
+            Timestamp(1_795_341_600_123).to_rfc3339(),
             "2026-11-22T10:00:00.123Z"
         );
         assert_eq!(
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn parse_inverts_format() {
-        for millis in [0, 1, 951_782_400_000, 1_795_255_200_123, 4_102_444_799_999] {
+        for millis in [0, 1, 951_782_400_000, 1_795_341_600_123, 4_102_444_799_999] {
             let ts = Timestamp(millis);
             assert_eq!(Timestamp::parse_rfc3339(&ts.to_rfc3339()), Some(ts));
         }

@@ -17,6 +17,15 @@ pub enum ApiError {
     /// Permission keys that are not in the catalog.
     #[error("unknown permission keys")]
     UnknownPermission(Vec<String>),
+    /// Event ids outside seed §6, or `test.preflight` in a subscription.
+    #[error("unknown event ids")]
+    UnknownEvent(Vec<String>),
+    /// A webhook URL the policy refuses.
+    #[error("{0}")]
+    InvalidUrl(String),
+    /// Saving a webhook without a passed, unexpired, unused test.
+    #[error("{0}")]
+    TestRequired(&'static str),
     /// Demoting or removing the last Owner.
     #[error("the organization must keep at least one Owner; transfer ownership first")]
     MustHaveOwner,
@@ -99,13 +108,17 @@ impl ApiError {
     pub fn status(&self) -> u16 {
         use ApiError::*;
         match self {
-            Validation { .. } | UnknownPermission(_) | MustHaveOwner => 400,
+            Validation { .. }
+            | UnknownPermission(_)
+            | UnknownEvent(_)
+            | InvalidUrl(_)
+            | MustHaveOwner => 400,
             Unauthenticated(_) => 401,
             LicenseRequired => 402,
             Forbidden(_) | PermissionEscalation(_) | RoleImmutable | SystemRole => 403,
             NotFound(_) => 404,
             MethodNotAllowed(_) => 405,
-            NameConflict(_) | AlreadyMember | EmailTaken => 409,
+            NameConflict(_) | AlreadyMember | EmailTaken | TestRequired(_) => 409,
             PreconditionFailed => 412,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
@@ -120,6 +133,9 @@ impl ApiError {
         match self {
             Validation { .. } => "VALIDATION_FAILED",
             UnknownPermission(_) => "UNKNOWN_PERMISSION",
+            UnknownEvent(_) => "UNKNOWN_EVENT",
+            InvalidUrl(_) => "INVALID_URL",
+            TestRequired(_) => "TEST_REQUIRED",
             MustHaveOwner => "MUST_HAVE_OWNER",
             Unauthenticated(_) => "UNAUTHENTICATED",
             LicenseRequired => "LICENSE_REQUIRED",

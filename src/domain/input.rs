@@ -31,6 +31,11 @@ impl Input {
             Input::NotJson => return Err(ApiError::UnsupportedMediaType),
             Input::Broken(why) => return Err(ApiError::malformed(why.clone())),
         };
+        // serde's derived structs also accept arrays (fields by position):
+        // every body of this API is an object, so anything else is refused.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::malformed("the body must be a JSON object"));
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
             let path = err.path().to_string();
@@ -103,6 +108,11 @@ mod tests {
             Err(ApiError::Validation { .. })
         ));
         assert!(matches!(parse("[1]"), Err(ApiError::Validation { .. })));
+        assert!(matches!(
+            parse(r#"["a"]"#),
+            Err(ApiError::Validation { .. })
+        ));
+        assert!(matches!(parse(" null"), Err(ApiError::Validation { .. })));
         assert!(matches!(
             parse(r#"{"name":"a"} x"#),
             Err(ApiError::Validation { .. })

@@ -3,6 +3,7 @@
 pub mod access;
 pub mod audit;
 pub mod commands;
+pub mod delivery;
 pub mod error;
 pub mod event;
 pub mod input;
@@ -14,3 +15,4 @@ pub mod permissions;
 pub mod role;
 pub mod schema;
 pub mod user;
+pub mod webhook;

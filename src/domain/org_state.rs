@@ -12,6 +12,7 @@ use crate::domain::names::fold;
 use crate::domain::organization::Organization;
 use crate::domain::permissions::PermissionSet;
 use crate::domain::role::{Role, RoleView};
+use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{OrgId, RoleId, UserId};
 
 /// One change to an organization's state; the same value drives the storage
@@ -28,6 +29,10 @@ pub enum Edit {
     PutMember(Membership),
     /// Remove a membership.
     DeleteMember(OrgId, UserId),
+    /// Save (or replace) the webhook endpoint.
+    PutWebhook(WebhookEndpoint),
+    /// Remove the webhook endpoint.
+    DeleteWebhook(OrgId),
 }
 
 /// A consistent view of one organization.
@@ -39,15 +44,23 @@ pub struct OrgState {
     pub roles: BTreeMap<RoleId, Arc<Role>>,
     /// Every membership, by user.
     pub members: BTreeMap<UserId, Arc<Membership>>,
+    /// The webhook endpoint, if configured.
+    pub webhook: Option<Arc<WebhookEndpoint>>,
     /// Members per role, kept in step with `members`.
     member_counts: HashMap<RoleId, usize>,
 }
 
 impl OrgState {
     /// Builds a snapshot from stored rows.
-    pub fn new(org: Organization, roles: Vec<Role>, members: Vec<Membership>) -> Self {
+    pub fn new(
+        org: Organization,
+        roles: Vec<Role>,
+        members: Vec<Membership>,
+        webhook: Option<WebhookEndpoint>,
+    ) -> Self {
         let mut state = OrgState {
             org,
+            webhook: webhook.map(Arc::new),
             roles: roles.into_iter().map(|r| (r.id, Arc::new(r))).collect(),
             members: BTreeMap::new(),
             member_counts: HashMap::new(),
@@ -171,6 +184,8 @@ impl OrgState {
                         next.decrement(old.role_id);
                     }
                 }
+                Edit::PutWebhook(endpoint) => next.webhook = Some(Arc::new(endpoint.clone())),
+                Edit::DeleteWebhook(_) => next.webhook = None,
             }
         }
         next

@@ -63,6 +63,20 @@ impl ListQuery {
         })
     }
 
+    /// The cursor as a record id (for time-ordered logs): 400 when it is not one.
+    pub fn cursor_id<T>(&self, parse: fn(&[u8]) -> Option<T>) -> Result<Option<T>, ApiError> {
+        match &self.cursor {
+            None => Ok(None),
+            Some(bytes) if bytes.len() == 16 => parse(bytes)
+                .map(Some)
+                .ok_or_else(|| ApiError::invalid("cursor", "is not a cursor this API returned")),
+            Some(_) => Err(ApiError::invalid(
+                "cursor",
+                "is not a cursor this API returned",
+            )),
+        }
+    }
+
     /// The page size, defaulting to [`DEFAULT_LIMIT`].
     pub fn limit_or_default(&self) -> usize {
         self.limit.unwrap_or(DEFAULT_LIMIT)

@@ -66,6 +66,9 @@ impl ResponseError for ApiError {
             ApiError::UnknownPermission(keys) => {
                 extra.insert("unknown".into(), json!(keys));
             }
+            ApiError::UnknownEvent(ids) => {
+                extra.insert("unknown".into(), json!(ids));
+            }
             ApiError::Forbidden(permission) => {
                 extra.insert("missing_permission".into(), json!(permission.key()));
             }

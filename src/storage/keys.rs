@@ -2,7 +2,7 @@
 //! organization's id where there is one, so per-org scans are prefix scans
 //! and no lookup can cross organizations by accident.
 
-use crate::ids::{AuditId, OrgId, RoleId, TokenId, UserId};
+use crate::ids::{AuditId, LogId, OrgId, RoleId, TokenId, UserId};
 
 /// Every tree, with its versioned name. The order is the order of the
 /// transactional views in [`super::Storage::commit`].
@@ -26,11 +26,17 @@ pub enum TreeName {
     Audit,
     /// name → value: schema version, admin token hash
     Meta,
+    /// org id → WebhookEndpoint
+    Webhooks,
+    /// delivery id (time-ordered) → Job
+    Outbox,
+    /// org id | log id (time-ordered) → LogRecord
+    DeliveryLog,
 }
 
 impl TreeName {
     /// Every tree in transaction-view order.
-    pub const ALL: [TreeName; 9] = [
+    pub const ALL: [TreeName; 12] = [
         TreeName::Users,
         TreeName::UserEmails,
         TreeName::Tokens,
@@ -40,6 +46,9 @@ impl TreeName {
         TreeName::Members,
         TreeName::Audit,
         TreeName::Meta,
+        TreeName::Webhooks,
+        TreeName::Outbox,
+        TreeName::DeliveryLog,
     ];
 
     /// The on-disk name; a layout change gets a new suffix.
@@ -54,6 +63,9 @@ impl TreeName {
             TreeName::Members => "members_v1",
             TreeName::Audit => "audit_v1",
             TreeName::Meta => "meta_v1",
+            TreeName::Webhooks => "webhooks_v1",
+            TreeName::Outbox => "outbox_v1",
+            TreeName::DeliveryLog => "delivery_log_v1",
         }
     }
 
@@ -83,6 +95,11 @@ pub fn member(org: OrgId, user: UserId) -> [u8; 32] {
 
 /// Key of an audit record.
 pub fn audit(org: OrgId, id: AuditId) -> [u8; 32] {
+    pair(org.as_bytes(), id.as_bytes())
+}
+
+/// Key of a delivery-log record.
+pub fn delivery_log(org: OrgId, id: LogId) -> [u8; 32] {
     pair(org.as_bytes(), id.as_bytes())
 }
 

@@ -16,12 +16,14 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 use sled::Transactional;
 
 use crate::domain::audit::AuditRecord;
+use crate::domain::delivery::{Job, LogRecord};
 use crate::domain::member::Membership;
 use crate::domain::org_state::{Edit, OrgState};
 use crate::domain::organization::Organization;
 use crate::domain::role::Role;
 use crate::domain::user::{TokenRecord, User};
-use crate::ids::{OrgId, RoleId};
+use crate::domain::webhook::WebhookEndpoint;
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, RoleId};
 use codec::{decode, encode};
 use group_commit::GroupCommit;
 use keys::TreeName;
@@ -65,6 +67,12 @@ pub enum Write {
     DeleteToken(TokenRecord),
     /// Append an audit record.
     Audit(AuditRecord),
+    /// Insert or replace an outbox job.
+    PutJob(Job),
+    /// Remove a finished outbox job.
+    DeleteJob(DeliveryId),
+    /// Append a delivery-log record.
+    Log(LogRecord),
 }
 
 /// Everything loaded at start.
@@ -75,6 +83,8 @@ pub struct Loaded {
     pub users: Vec<User>,
     /// Every live token.
     pub tokens: Vec<TokenRecord>,
+    /// Every unfinished delivery, oldest first.
+    pub jobs: Vec<Job>,
 }
 
 /// The sled database and its trees.
@@ -167,33 +177,105 @@ impl Storage {
             let prefix = org.id.as_bytes().to_vec();
             let roles = self.prefixed::<Role>(TreeName::Roles, &prefix)?;
             let members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
-            orgs.push(OrgState::new(org, roles, members));
+            let webhook = match self.tree(TreeName::Webhooks).get(&prefix)? {
+                Some(bytes) => Some(decode::<WebhookEndpoint>(&bytes)?),
+                None => None,
+            };
+            orgs.push(OrgState::new(org, roles, members, webhook));
         }
+        let jobs = self.values::<Job>(TreeName::Outbox)?;
         Ok(Loaded {
             orgs,
             users,
             tokens,
+            jobs,
         })
     }
 
     /// One page of an organization's audit log, newest first, starting
-    /// strictly before `before` (a record id's storage key) when given.
+    /// strictly before the record `before` when given.
     pub fn audit_page(
         &self,
         org: OrgId,
-        before: Option<&[u8]>,
+        before: Option<AuditId>,
         limit: usize,
         filter: impl Fn(&AuditRecord) -> bool,
     ) -> Result<(Vec<AuditRecord>, bool), StorageError> {
+        let before = before.map(|id| keys::audit(org, id));
+        self.newest_first(
+            TreeName::Audit,
+            org,
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            filter,
+        )
+    }
+
+    /// One page of an organization's delivery log, newest first, starting
+    /// strictly before the record `before` when given.
+    pub fn delivery_log_page(
+        &self,
+        org: OrgId,
+        before: Option<LogId>,
+        limit: usize,
+        filter: impl Fn(&LogRecord) -> bool,
+    ) -> Result<(Vec<LogRecord>, bool), StorageError> {
+        let before = before.map(|id| keys::delivery_log(org, id));
+        self.newest_first(
+            TreeName::DeliveryLog,
+            org,
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            filter,
+        )
+    }
+
+    /// The newest delivery-log record of `delivery` in `org`, if any.
+    pub fn find_delivery(
+        &self,
+        org: OrgId,
+        delivery: DeliveryId,
+    ) -> Result<Option<LogRecord>, StorageError> {
+        let (found, _) = self.delivery_log_page(org, None, 1, |r| r.delivery_id == delivery)?;
+        Ok(found.into_iter().next())
+    }
+
+    /// Deletes all but the newest `keep` delivery-log records of `org`;
+    /// returns how many were deleted.
+    pub fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StorageError> {
+        let tree = self.tree(TreeName::DeliveryLog);
+        let total = tree.scan_prefix(org.as_bytes()).keys().count();
+        let excess = total.saturating_sub(keep);
+        if excess == 0 {
+            return Ok(0);
+        }
+        let mut batch = sled::Batch::default();
+        for key in tree.scan_prefix(org.as_bytes()).keys().take(excess) {
+            batch.remove(key?);
+        }
+        tree.apply_batch(batch)?;
+        Ok(excess)
+    }
+
+    /// Up to `limit` records of `org` in `tree` that pass `filter`, newest
+    /// first, strictly before the key `before`; and whether more remain.
+    fn newest_first<T: serde::de::DeserializeOwned>(
+        &self,
+        tree: TreeName,
+        org: OrgId,
+        before: Option<&[u8]>,
+        limit: usize,
+        filter: impl Fn(&T) -> bool,
+    ) -> Result<(Vec<T>, bool), StorageError> {
         let start = org.as_bytes().to_vec();
         let end = match before {
             Some(key) => key.to_vec(),
             None => keys::pair(org.as_bytes(), &[0xff; 16]).to_vec(),
         };
         let mut records = Vec::new();
-        for entry in self.tree(TreeName::Audit).range(start..end).rev() {
+        for entry in self.tree(tree).range(start..end).rev() {
             let (_, value) = entry?;
-            let record: AuditRecord = decode(&value)?;
+            let record: T = decode(&value)?;
             if !filter(&record) {
                 continue;
             }
@@ -258,6 +340,20 @@ fn apply(views: &[TransactionalTree], write: &Write) -> TxResult<()> {
             view(views, TreeName::Audit).insert(key.as_slice(), enc(record)?)?;
             Ok(())
         }
+        Write::PutJob(job) => {
+            view(views, TreeName::Outbox)
+                .insert(job.delivery_id.as_bytes().as_slice(), enc(job)?)?;
+            Ok(())
+        }
+        Write::DeleteJob(id) => {
+            view(views, TreeName::Outbox).remove(id.as_bytes().as_slice())?;
+            Ok(())
+        }
+        Write::Log(record) => {
+            let key = keys::delivery_log(record.organization_id, record.id);
+            view(views, TreeName::DeliveryLog).insert(key.as_slice(), enc(record)?)?;
+            Ok(())
+        }
     }
 }
 
@@ -281,6 +377,13 @@ fn apply_edit(views: &[TransactionalTree], edit: &Edit) -> TxResult<()> {
         }
         Edit::DeleteMember(org, user) => {
             view(views, TreeName::Members).remove(keys::member(*org, *user).as_slice())?;
+        }
+        Edit::PutWebhook(endpoint) => {
+            let key = endpoint.organization_id.as_bytes().as_slice();
+            view(views, TreeName::Webhooks).insert(key, enc(endpoint)?)?;
+        }
+        Edit::DeleteWebhook(org) => {
+            view(views, TreeName::Webhooks).remove(org.as_bytes().as_slice())?;
         }
     }
     Ok(())

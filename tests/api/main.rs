@@ -1,5 +1,6 @@
 //! Integration tests: one binary, a real server per test on port 0 with a
 //! temp data dir, spoken to over real HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
 

@@ -73,6 +73,7 @@ pub fn create_organization(
         org.clone(),
         vec![owner_role.clone(), member_role.clone()],
         vec![membership.clone()],
+        None,
     );
     let change = Change {
         edits: vec![

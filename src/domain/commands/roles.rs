@@ -305,7 +305,7 @@ mod tests {
             updated_at: now,
         };
         (
-            OrgState::new(org, vec![owner, member], members),
+            OrgState::new(org, vec![owner, member], members, None),
             owner_user,
             member_user,
         )

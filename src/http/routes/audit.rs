@@ -10,7 +10,7 @@ use crate::http::extract::OrgAccess;
 use crate::http::paging::{encode_cursor, ListQuery, Page};
 use crate::http::problem::Problem;
 use crate::http::AppContext;
-use crate::storage::keys;
+use crate::ids::AuditId;
 
 /// Registers the route.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -33,26 +33,14 @@ async fn audit_log(
     access.require(Permission::SettingsRead)?;
     let query = ListQuery::parse(&req)?;
     let org = access.org_id();
-    let before = match &query.cursor {
-        Some(id) if id.len() == 16 => Some(keys::pair(
-            org.as_bytes(),
-            &<[u8; 16]>::try_from(id.as_slice()).unwrap_or([0; 16]),
-        )),
-        Some(_) => {
-            return Err(ApiError::invalid(
-                "cursor",
-                "is not a cursor this API returned",
-            ))
-        }
-        None => None,
-    };
+    let before = query.cursor_id(AuditId::from_slice)?;
     let action = query.filters.get("action").cloned();
-    let (records, more) = ctx.services.storage.audit_page(
-        org,
-        before.as_ref().map(|k| k.as_slice()),
-        query.limit_or_default(),
-        |record| action.as_ref().is_none_or(|a| &record.action == a),
-    )?;
+    let (records, more) =
+        ctx.services
+            .storage
+            .audit_page(org, before, query.limit_or_default(), |record| {
+                action.as_ref().is_none_or(|a| &record.action == a)
+            })?;
     let next_cursor = if more {
         records.last().map(|r| encode_cursor(r.id.as_bytes()))
     } else {

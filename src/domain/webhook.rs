@@ -1,0 +1,158 @@
+//! The webhook endpoint of an organization (seed 2.5, CONTRACT §6): the
+//! stored record (with its secret) and the representation GET returns
+//! (without it).
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use utoipa::ToSchema;
+
+use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
+use crate::ids::OrgId;
+use crate::secrets::Secret;
+use crate::time::Timestamp;
+
+/// A set of subscribable event ids, as a bitset over [`EventKind::ALL`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EventSet(u32);
+
+impl EventSet {
+    /// Whether `kind` is in the set.
+    #[inline]
+    pub fn contains(self, kind: EventKind) -> bool {
+        self.0 & (1 << kind as u32) != 0
+    }
+
+    /// The ids, in the seed's order.
+    pub fn ids(self) -> Vec<&'static str> {
+        EventKind::ALL
+            .iter()
+            .filter(|k| self.contains(**k))
+            .map(|k| k.id())
+            .collect()
+    }
+
+    /// Parses subscription ids: 400 UNKNOWN_EVENT for ids outside seed §6
+    /// and for `test.preflight`, which is never subscribed.
+    pub fn parse(ids: &[String]) -> Result<EventSet, ApiError> {
+        let mut bits = 0u32;
+        let mut unknown = Vec::new();
+        for id in ids {
+            match EventKind::parse(id) {
+                Some(kind) if kind != EventKind::TestPreflight => bits |= 1 << kind as u32,
+                _ => unknown.push(id.clone()),
+            }
+        }
+        if unknown.is_empty() {
+            Ok(EventSet(bits))
+        } else {
+            Err(ApiError::UnknownEvent(unknown))
+        }
+    }
+}
+
+impl Serialize for EventSet {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            self.ids().serialize(serializer)
+        } else {
+            serializer.serialize_u32(self.0)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EventSet {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if deserializer.is_human_readable() {
+            let ids = Vec::<String>::deserialize(deserializer)?;
+            EventSet::parse(&ids).map_err(|_| serde::de::Error::custom("unknown event ids"))
+        } else {
+            u32::deserialize(deserializer).map(EventSet)
+        }
+    }
+}
+
+/// The endpoint as stored. Never serialized to a client: see [`WebhookView`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookEndpoint {
+    /// The organization.
+    pub organization_id: OrgId,
+    /// Where deliveries go.
+    pub url: String,
+    /// Subscribed events.
+    pub events: EventSet,
+    /// The signing secret.
+    #[serde(with = "crate::secrets::plaintext")]
+    pub secret: Secret,
+    /// When first saved.
+    pub created_at: Timestamp,
+    /// When last saved or rotated.
+    pub updated_at: Timestamp,
+}
+
+impl WebhookEndpoint {
+    /// The REST representation: the secret is reduced to its last four characters.
+    pub fn view(&self) -> WebhookView {
+        WebhookView {
+            url: self.url.clone(),
+            events: self.events.ids(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            secret_last4: last4(&self.secret),
+        }
+    }
+}
+
+/// The endpoint as `GET …/webhook` returns it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct WebhookView {
+    /// Where deliveries go.
+    pub url: String,
+    /// Subscribed event ids.
+    pub events: Vec<&'static str>,
+    /// When first saved.
+    pub created_at: Timestamp,
+    /// When last saved or rotated.
+    pub updated_at: Timestamp,
+    /// The last four characters of the signing secret.
+    pub secret_last4: String,
+}
+
+/// The last four characters of a secret, safe to show.
+pub fn last4(secret: &Secret) -> String {
+    let text = secret.expose();
+    let start = text
+        .char_indices()
+        .rev()
+        .nth(3)
+        .map(|(i, _)| i)
+        .unwrap_or(0);
+    text[start..].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subscriptions_refuse_unknown_ids_and_preflight() {
+        let ok = EventSet::parse(&[
+            "member.added".into(),
+            "task.completed".into(),
+            "member.added".into(),
+        ]);
+        let Ok(set) = ok else {
+            panic!("known ids must parse")
+        };
+        assert!(set.contains(EventKind::MemberAdded) && set.contains(EventKind::TaskCompleted));
+        assert!(!set.contains(EventKind::MemberRemoved));
+        assert_eq!(set.ids(), vec!["task.completed", "member.added"]);
+        let refused = EventSet::parse(&[
+            "test.preflight".into(),
+            "nope".into(),
+            "member.added".into(),
+        ]);
+        assert!(
+            matches!(refused, Err(ApiError::UnknownEvent(ids)) if ids == vec!["test.preflight", "nope"])
+        );
+    }
+}

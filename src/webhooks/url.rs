@@ -1,0 +1,184 @@
+//! Webhook endpoint URLs: absolute, https (unless allowed), no credentials,
+//! and, when the host is an address literal in any spelling browsers and
+//! `inet_aton` accept (`2130706433`, `0x7f.1`, `[::ffff:127.0.0.1]`), a
+//! public one. Host names are checked again on every resolved address at
+//! connect time (see `client`).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use actix_web::http::Uri;
+
+use crate::webhooks::address_policy::is_public;
+
+/// Longest accepted URL.
+pub const URL_MAX: usize = 2048;
+
+/// What the operator allows.
+#[derive(Clone, Copy, Debug)]
+pub struct UrlPolicy {
+    /// `http://` endpoints allowed.
+    pub allow_http: bool,
+    /// Loopback / private / link-local … targets allowed.
+    pub allow_private_networks: bool,
+}
+
+/// Why a URL is refused (the text goes into a 400 INVALID_URL).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UrlRefused(pub String);
+
+/// A URL that passed the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookUrl {
+    text: String,
+}
+
+impl WebhookUrl {
+    /// The URL as given.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+fn refuse(why: &str) -> Result<WebhookUrl, UrlRefused> {
+    Err(UrlRefused(why.to_owned()))
+}
+
+/// Validates `raw` under `policy`.
+pub fn parse_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, UrlRefused> {
+    if raw.len() > URL_MAX {
+        return refuse("the URL is longer than 2048 characters");
+    }
+    let Ok(uri) = raw.parse::<Uri>() else { return refuse("not a valid absolute URL") };
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return refuse("the URL must be absolute, like https://example.com/hooks");
+    };
+    match scheme {
+        "https" => {}
+        "http" if policy.allow_http => {}
+        "http" => return refuse("only https:// endpoints are allowed"),
+        _ => return refuse("the URL scheme must be https"),
+    }
+    if authority.as_str().contains('@') {
+        return refuse("credentials in the URL are not allowed");
+    }
+    let host = authority.host();
+    if host.is_empty() {
+        return refuse("the URL has no host");
+    }
+    if !policy.allow_private_networks {
+        if let Some(ip) = literal_address(host) {
+            if !is_public(ip) {
+                return refuse("the URL points to a loopback, private or otherwise non-public address");
+            }
+        } else if is_local_name(host) {
+            return refuse("the URL points to a local host name");
+        }
+    }
+    Ok(WebhookUrl { text: raw.to_owned() })
+}
+
+/// `localhost` and names under `.localhost` always mean loopback (RFC 6761).
+fn is_local_name(host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    host == "localhost" || host.ends_with(".localhost")
+}
+
+/// The address a host denotes when it is an address literal.
+pub fn literal_address(host: &str) -> Option<IpAddr> {
+    if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return inner.parse::<Ipv6Addr>().ok().map(IpAddr::V6);
+    }
+    parse_ipv4_like(host).map(IpAddr::V4)
+}
+
+/// WHATWG URL / `inet_aton` IPv4 parsing: 1–4 dot-separated parts, each
+/// decimal, `0x` hex or `0`-prefixed octal; the last part fills the rest.
+fn parse_ipv4_like(host: &str) -> Option<Ipv4Addr> {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    let parts: Vec<&str> = host.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let numbers: Vec<u64> = parts.iter().map(|p| parse_number(p)).collect::<Option<_>>()?;
+    let (last, init) = numbers.split_last()?;
+    if init.iter().any(|n| *n > 255) || *last >= 1u64 << (8 * (5 - numbers.len())) {
+        return None;
+    }
+    let mut value = *last;
+    for (index, part) in init.iter().enumerate() {
+        value += part << (8 * (3 - index));
+    }
+    u32::try_from(value).ok().map(Ipv4Addr::from)
+}
+
+fn parse_number(part: &str) -> Option<u64> {
+    if part.is_empty() {
+        return None;
+    }
+    let (digits, radix) = if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+        (hex, 16)
+    } else if part.len() > 1 && part.starts_with('0') {
+        (&part[1..], 8)
+    } else {
+        (part, 10)
+    };
+    if digits.is_empty() {
+        return if radix == 16 { Some(0) } else { None };
+    }
+    u64::from_str_radix(digits, radix).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STRICT: UrlPolicy = UrlPolicy { allow_http: false, allow_private_networks: false };
+
+    #[test]
+    fn numeric_hosts_are_read_like_browsers_do() {
+        let loopback = Some(Ipv4Addr::new(127, 0, 0, 1));
+        assert_eq!(parse_ipv4_like("2130706433"), loopback);
+        assert_eq!(parse_ipv4_like("0x7f000001"), loopback);
+        assert_eq!(parse_ipv4_like("0177.0.0.1"), loopback);
+        assert_eq!(parse_ipv4_like("127.1"), loopback);
+        assert_eq!(parse_ipv4_like("127.0.1"), loopback);
+        assert_eq!(parse_ipv4_like("127.0.0.1."), loopback);
+        assert_eq!(parse_ipv4_like("example.com"), None);
+        assert_eq!(parse_ipv4_like("1.2.3.4.5"), None);
+        assert_eq!(parse_ipv4_like("256.1.1.1"), None);
+        assert_eq!(parse_ipv4_like("08.1.1.1"), None);
+    }
+
+    #[test]
+    fn policy_table() {
+        let refused = [
+            "http://example.com/",
+            "ftp://example.com/",
+            "/relative",
+            "example.com",
+            "https://user:pw@example.com/",
+            "https://127.0.0.1/",
+            "https://127.1.2.3/",
+            "https://[::1]/",
+            "https://[::ffff:127.0.0.1]/",
+            "https://2130706433/",
+            "https://0x7f.1/",
+            "https://10.1.2.3/",
+            "https://169.254.169.254/latest/meta-data",
+            "https://[fe80::1]/",
+            "https://localhost/",
+            "https://api.localhost:8443/",
+            "https://0.0.0.0/",
+        ];
+        for url in refused {
+            assert!(parse_url(url, STRICT).is_err(), "{url} must be refused");
+        }
+        for url in ["https://example.com/hooks", "https://93.184.216.34:8443/x?y=1", "https://[2606:4700::1]/"] {
+            assert!(parse_url(url, STRICT).is_ok(), "{url} must be allowed");
+        }
+        let open = UrlPolicy { allow_http: true, allow_private_networks: true };
+        assert!(parse_url("http://127.0.0.1:9000/hook", open).is_ok());
+        assert!(parse_url("ftp://127.0.0.1/", open).is_err());
+    }
+}
