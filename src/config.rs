@@ -90,8 +90,24 @@ pub struct WebhookConfig {
     pub ca_file: String,
     /// Attempts in flight per organization.
     pub max_in_flight_per_org: usize,
+    /// Attempts in flight in all.
+    pub max_in_flight_total: usize,
+    /// Delivery threads; 0 means one per core.
+    pub delivery_workers: usize,
     /// Delivery-log records kept per organization.
     pub log_retention: usize,
+}
+
+impl WebhookConfig {
+    /// The per-attempt timeout.
+    pub fn attempt_timeout(&self) -> Duration {
+        Duration::from_millis(self.attempt_timeout_ms)
+    }
+
+    /// The delay between a failed first attempt and the retry.
+    pub fn retry_delay(&self) -> Duration {
+        Duration::from_millis(self.retry_delay_ms)
+    }
 }
 
 /// `[actors]`.

@@ -32,3 +32,4 @@ pub mod startup;
 pub mod storage;
 pub mod telemetry;
 pub mod time;
+pub mod webhooks;

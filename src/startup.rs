@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix::{Actor, Arbiter};
 use actix_web::dev::{Server, ServerHandle, ServiceResponse};
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::middleware::{from_fn, ErrorHandlerResponse, ErrorHandlers};
@@ -13,21 +14,32 @@ use actix_web::{web, App, HttpServer};
 use utoipa_actix_web::AppExt;
 
 use crate::accounts::Accounts;
+use crate::actors::delivery::DeliveryActor;
+use crate::actors::dispatcher::{Dispatcher, Limits, SetWorkers};
+use crate::actors::log::LogActor;
+use crate::actors::messages::{Drain, Enqueue, FlushLog};
 use crate::actors::registry::Registry;
 use crate::config::Config;
 use crate::directory::Directory;
-use crate::domain::event::DiscardEvents;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
 use crate::http::request_id::assign_request_id;
 use crate::http::routes::{self, fallback, openapi};
 use crate::http::AppContext;
 use crate::secrets::{new_token, Secret};
+use crate::services::Delivery;
 use crate::services::Services;
 use crate::storage::{Storage, StorageError};
+use crate::webhooks::client::{tls_config, ClientSettings};
+use crate::webhooks::outbox::Outbox;
+use crate::webhooks::preflight::PendingTests;
+use crate::webhooks::url::UrlPolicy;
 
 /// Why the application could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
+    /// The webhook TLS configuration could not be built.
+    #[error("{0}")]
+    Tls(String),
     /// Storage could not be opened or loaded.
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -42,6 +54,8 @@ pub struct Application {
     server: Server,
     services: Arc<Services>,
     registry: Arc<Registry>,
+    /// The delivery threads, stopped after the dispatcher drained.
+    workers: Vec<Arbiter>,
 }
 
 impl Application {
@@ -50,14 +64,30 @@ impl Application {
         let storage = Storage::open(&config.storage.data_dir)?;
         let admin_token_sha256 = admin_token_hash(&config, &storage)?;
         let loaded = storage.load()?;
+        let hooks = &config.webhooks;
+        let client = ClientSettings {
+            timeout: hooks.attempt_timeout(),
+            policy: UrlPolicy {
+                allow_http: hooks.allow_http,
+                allow_private_networks: hooks.allow_private_networks,
+            },
+            tls: tls_config(&hooks.ca_file).map_err(StartupError::Tls)?,
+        };
         let services = Arc::new(Services {
             directory: Directory::new(loaded.orgs),
             accounts: Accounts::new(storage.clone(), loaded.users, loaded.tokens),
             storage,
-            events: Arc::new(DiscardEvents),
+            events: Arc::new(Outbox),
             admin_token_sha256,
             org_idle_timeout: config.actors.org_idle_timeout(),
+            delivery: Delivery::default(),
+            tests: PendingTests::default(),
+            client,
         });
+        let workers = start_delivery(&config, &services);
+        if let Some(dispatcher) = services.delivery.dispatcher() {
+            dispatcher.do_send(Enqueue(loaded.jobs));
+        }
         let registry = Registry::new(services.clone());
         let context = web::Data::new(AppContext {
             services: services.clone(),
@@ -89,6 +119,7 @@ impl Application {
             server,
             services,
             registry,
+            workers,
         })
     }
 
@@ -112,9 +143,20 @@ impl Application {
         self.registry.live_actors()
     }
 
-    /// Serves until stopped (by [`ServerHandle::stop`]), then flushes storage.
+    /// Serves until stopped (by [`ServerHandle::stop`]), then lets in-flight
+    /// attempts finish or time out, writes their log records and flushes.
+    /// Unfinished deliveries stay in the outbox for the next start.
     pub async fn run_until_stopped(self) -> Result<(), StartupError> {
         self.server.await?;
+        if let Some(dispatcher) = self.services.delivery.dispatcher() {
+            let _ = dispatcher.send(Drain).await;
+        }
+        if let Some(log) = self.services.delivery.log() {
+            let _ = log.send(FlushLog).await;
+        }
+        for worker in &self.workers {
+            worker.stop();
+        }
         self.services.storage.durable().await?;
         Ok(())
     }
@@ -131,6 +173,41 @@ impl Application {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Starts the log actor, the dispatcher and one delivery actor per thread.
+fn start_delivery(config: &Config, services: &Arc<Services>) -> Vec<Arbiter> {
+    let hooks = &config.webhooks;
+    let log = LogActor::new(services.storage.clone(), hooks.log_retention).start();
+    let limits = Limits {
+        per_org: hooks.max_in_flight_per_org.max(1),
+        total: hooks.max_in_flight_total.max(1),
+    };
+    let dispatcher = Dispatcher::new(limits, hooks.retry_delay(), log.clone()).start();
+    let threads = match hooks.delivery_workers {
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2),
+        n => n,
+    };
+    let mut arbiters = Vec::new();
+    let mut workers = Vec::new();
+    for _ in 0..threads {
+        let arbiter = Arbiter::new();
+        let (settings, services, dispatcher) = (
+            services.client.clone(),
+            services.clone(),
+            dispatcher.clone(),
+        );
+        workers.push(DeliveryActor::start_in_arbiter(
+            &arbiter.handle(),
+            move |_| DeliveryActor::new(settings, services, dispatcher),
+        ));
+        arbiters.push(arbiter);
+    }
+    dispatcher.do_send(SetWorkers(workers));
+    services.delivery.set(dispatcher, log);
+    arbiters
 }
 
 async fn wait_for_signal() {

@@ -26,6 +26,12 @@ pub enum OrgCommand {
     RemoveMember(UserId),
     /// Rename or change the plan.
     UpdateOrganization(Input),
+    /// Save the endpoint of a passed test.
+    SaveWebhook(crate::webhooks::preflight::PassedTest),
+    /// Rotate the signing secret.
+    RotateWebhook,
+    /// Remove the endpoint.
+    DeleteWebhook,
 }
 
 /// Asks an organization actor to run a command; answers once the change is
@@ -40,3 +46,59 @@ pub struct Mutate {
     /// What to do.
     pub command: OrgCommand,
 }
+
+/// Jobs ready to be scheduled (new events, redeliveries, or recovered at start).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Enqueue(pub Vec<crate::domain::delivery::Job>);
+
+/// A delivery actor finished an attempt of `job`.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct AttemptFinished {
+    /// The job as it was when the attempt started.
+    pub job: crate::domain::delivery::Job,
+    /// How it went.
+    pub outcome: crate::webhooks::client::AttemptOutcome,
+}
+
+/// The endpoint of an organization was removed: drop its queued attempts.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct DropOrg {
+    /// The organization.
+    pub organization_id: crate::ids::OrgId,
+    /// Jobs created at or before this time are dropped.
+    pub at: crate::time::Timestamp,
+}
+
+/// Stop starting attempts; answers once none is in flight.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Drain;
+
+/// Make the next attempt of a job.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Deliver(pub crate::domain::delivery::Job);
+
+/// Append an attempt record, with the outbox write it implies.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct AppendLog {
+    /// The record.
+    pub record: crate::domain::delivery::LogRecord,
+    /// Delete or update the job, in the same transaction.
+    pub job: Option<crate::storage::Write>,
+}
+
+/// Records were written for this organization elsewhere (skipped records):
+/// consider it for pruning.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Touched(pub crate::ids::OrgId);
+
+/// Commit everything buffered now.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct FlushLog;

@@ -2,6 +2,9 @@
 //! serializes that organization's mutations; the [`registry::Registry`]
 //! finds or starts it.
 
+pub mod delivery;
+pub mod dispatcher;
+pub mod log;
 pub mod messages;
 pub mod organization;
 pub mod registry;

@@ -14,7 +14,7 @@ use actix::prelude::*;
 use crate::actors::messages::{Mutate, OrgCommand};
 use crate::actors::registry::Registry;
 use crate::domain::audit::AuditRecord;
-use crate::domain::commands::{members, organization, roles, Change, Reply};
+use crate::domain::commands::{members, organization, roles, webhooks, Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::org_state::OrgState;
 use crate::services::Services;
@@ -64,6 +64,9 @@ impl OrganizationActor {
             OrgCommand::UpdateOrganization(input) => {
                 organization::update_organization(state, caller, input)
             }
+            OrgCommand::SaveWebhook(test) => webhooks::save_webhook(state, caller, test),
+            OrgCommand::RotateWebhook => webhooks::rotate_webhook(state, caller),
+            OrgCommand::DeleteWebhook => webhooks::delete_webhook(state, caller),
         }
     }
 
@@ -122,6 +125,9 @@ impl Handler<Mutate> for OrganizationActor {
             async move {
                 let durable = services.storage.durable().await;
                 services.directory.publish(next);
+                if durable.is_ok() {
+                    services.delivery.committed(&writes);
+                }
                 durable.map(|_| reply).map_err(ApiError::from)
             }
             .into_actor(self),

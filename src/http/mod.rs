@@ -61,6 +61,10 @@ pub fn reply_response(reply: Reply, status: StatusCode) -> HttpResponse {
             .json(view),
         Reply::Member(view) => json_response(status, &view),
         Reply::Organization(org) => json_response(status, &org),
+        Reply::Webhook(view) => json_response(status, &view),
+        Reply::Secret(secret) => {
+            json_response(status, &serde_json::json!({ "secret": secret.expose() }))
+        }
         Reply::Deleted => HttpResponse::NoContent().finish(),
     }
 }

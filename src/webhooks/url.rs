@@ -49,7 +49,9 @@ pub fn parse_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, UrlRefused>
     if raw.len() > URL_MAX {
         return refuse("the URL is longer than 2048 characters");
     }
-    let Ok(uri) = raw.parse::<Uri>() else { return refuse("not a valid absolute URL") };
+    let Ok(uri) = raw.parse::<Uri>() else {
+        return refuse("not a valid absolute URL");
+    };
     let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
         return refuse("the URL must be absolute, like https://example.com/hooks");
     };
@@ -69,13 +71,17 @@ pub fn parse_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, UrlRefused>
     if !policy.allow_private_networks {
         if let Some(ip) = literal_address(host) {
             if !is_public(ip) {
-                return refuse("the URL points to a loopback, private or otherwise non-public address");
+                return refuse(
+                    "the URL points to a loopback, private or otherwise non-public address",
+                );
             }
         } else if is_local_name(host) {
             return refuse("the URL points to a local host name");
         }
     }
-    Ok(WebhookUrl { text: raw.to_owned() })
+    Ok(WebhookUrl {
+        text: raw.to_owned(),
+    })
 }
 
 /// `localhost` and names under `.localhost` always mean loopback (RFC 6761).
@@ -100,7 +106,10 @@ fn parse_ipv4_like(host: &str) -> Option<Ipv4Addr> {
     if parts.is_empty() || parts.len() > 4 {
         return None;
     }
-    let numbers: Vec<u64> = parts.iter().map(|p| parse_number(p)).collect::<Option<_>>()?;
+    let numbers: Vec<u64> = parts
+        .iter()
+        .map(|p| parse_number(p))
+        .collect::<Option<_>>()?;
     let (last, init) = numbers.split_last()?;
     if init.iter().any(|n| *n > 255) || *last >= 1u64 << (8 * (5 - numbers.len())) {
         return None;
@@ -116,13 +125,14 @@ fn parse_number(part: &str) -> Option<u64> {
     if part.is_empty() {
         return None;
     }
-    let (digits, radix) = if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
-        (hex, 16)
-    } else if part.len() > 1 && part.starts_with('0') {
-        (&part[1..], 8)
-    } else {
-        (part, 10)
-    };
+    let (digits, radix) =
+        if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+            (hex, 16)
+        } else if part.len() > 1 && part.starts_with('0') {
+            (&part[1..], 8)
+        } else {
+            (part, 10)
+        };
     if digits.is_empty() {
         return if radix == 16 { Some(0) } else { None };
     }
@@ -133,7 +143,10 @@ fn parse_number(part: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    const STRICT: UrlPolicy = UrlPolicy { allow_http: false, allow_private_networks: false };
+    const STRICT: UrlPolicy = UrlPolicy {
+        allow_http: false,
+        allow_private_networks: false,
+    };
 
     #[test]
     fn numeric_hosts_are_read_like_browsers_do() {
@@ -174,10 +187,17 @@ mod tests {
         for url in refused {
             assert!(parse_url(url, STRICT).is_err(), "{url} must be refused");
         }
-        for url in ["https://example.com/hooks", "https://93.184.216.34:8443/x?y=1", "https://[2606:4700::1]/"] {
+        for url in [
+            "https://example.com/hooks",
+            "https://93.184.216.34:8443/x?y=1",
+            "https://[2606:4700::1]/",
+        ] {
             assert!(parse_url(url, STRICT).is_ok(), "{url} must be allowed");
         }
-        let open = UrlPolicy { allow_http: true, allow_private_networks: true };
+        let open = UrlPolicy {
+            allow_http: true,
+            allow_private_networks: true,
+        };
         assert!(parse_url("http://127.0.0.1:9000/hook", open).is_ok());
         assert!(parse_url("ftp://127.0.0.1/", open).is_err());
     }

@@ -394,3 +394,55 @@ where
         actix_web::rt::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Config overrides for webhook tests: loopback http allowed, small timings.
+pub const WEBHOOK_TEST_CONFIG: &[(&str, &str)] = &[
+    ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+    ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+    ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "300"),
+    ("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "200"),
+];
+
+impl TestApp {
+    /// Tests then saves a webhook for `org`; returns the revealed secret.
+    pub async fn setup_webhook(&self, org: &Org, url: &str, events: &[&str]) -> String {
+        let test = self
+            .post(
+                &org.path("/webhook/test"),
+                &org.owner_token,
+                json!({"url": url, "events": events}),
+            )
+            .await
+            .expect(200)
+            .json();
+        assert_eq!(test["passed"], json!(true), "webhook test failed: {test}");
+        let secret = test["secret"]
+            .as_str()
+            .expect("first setup reveals the secret")
+            .to_owned();
+        self.call(
+            Method::PUT,
+            &org.path("/webhook"),
+            Some(&org.owner_token),
+            Some(json!({"test_id": test["test_id"]})),
+        )
+        .await
+        .expect(200);
+        secret
+    }
+
+    /// The org's delivery log (newest first, up to 200 records).
+    pub async fn deliveries(&self, org: &Org, query: &str) -> Vec<Value> {
+        let reply = self
+            .get(
+                &org.path(&format!("/webhook/deliveries?limit=200{query}")),
+                &org.owner_token,
+            )
+            .await
+            .expect(200);
+        reply.json()["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}

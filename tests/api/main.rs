@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod receiver;
 
 mod admin;
 mod audit;
@@ -13,3 +14,4 @@ mod openapi;
 mod restart;
 mod roles;
 mod smoke;
+mod webhook_smoke;

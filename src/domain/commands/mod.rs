@@ -7,6 +7,7 @@
 pub mod members;
 pub mod organization;
 pub mod roles;
+pub mod webhooks;
 
 use crate::domain::audit::AuditDraft;
 use crate::domain::event::Event;
@@ -24,6 +25,10 @@ pub enum Reply {
     Member(MembershipView),
     /// An organization.
     Organization(Organization),
+    /// A webhook endpoint.
+    Webhook(crate::domain::webhook::WebhookView),
+    /// A newly generated signing secret (shown once).
+    Secret(crate::secrets::Secret),
     /// Nothing (204).
     Deleted,
 }

@@ -10,6 +10,7 @@ pub mod members;
 pub mod openapi;
 pub mod organizations;
 pub mod roles;
+pub mod webhook;
 
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -23,4 +24,5 @@ pub fn configure(cfg: &mut ServiceConfig) {
     roles::configure(cfg);
     members::configure(cfg);
     audit::configure(cfg);
+    webhook::configure(cfg);
 }

@@ -1,0 +1,103 @@
+//! Webhook endpoint commands (seed 3.4, CONTRACT §6): save a passed test,
+//! rotate the secret, delete. Audit records never carry the secret.
+
+use crate::domain::access::{caller_permissions, require, Caller};
+use crate::domain::audit::AuditDraft;
+use crate::domain::commands::{json, Change, Reply};
+use crate::domain::error::ApiError;
+use crate::domain::org_state::{Edit, OrgState};
+use crate::domain::permissions::Permission;
+use crate::domain::webhook::WebhookEndpoint;
+use crate::secrets::Secret;
+use crate::time::Timestamp;
+use crate::webhooks::preflight::PassedTest;
+use crate::webhooks::signing::new_secret;
+
+fn endpoint(state: &OrgState) -> Result<&WebhookEndpoint, ApiError> {
+    state
+        .webhook
+        .as_deref()
+        .ok_or(ApiError::NotFound("webhook"))
+}
+
+/// `PUT …/webhook`: saves the URL, events and secret of a passed test.
+pub fn save_webhook(
+    state: &OrgState,
+    caller: Caller,
+    test: &PassedTest,
+) -> Result<Change, ApiError> {
+    let held = caller_permissions(state, caller)?;
+    require(held, Permission::SettingsManage)?;
+    let secret = match (&test.candidate_secret, &state.webhook) {
+        (Some(candidate), _) => candidate.clone(),
+        (None, Some(current)) => current.secret.clone(),
+        (None, None) => {
+            return Err(ApiError::TestRequired(
+                "the endpoint was removed since the test; test again",
+            ))
+        }
+    };
+    let now = Timestamp::now();
+    let saved = WebhookEndpoint {
+        organization_id: state.id(),
+        url: test.url.clone(),
+        events: test.events,
+        secret,
+        created_at: state.webhook.as_ref().map(|w| w.created_at).unwrap_or(now),
+        updated_at: now,
+    };
+    Ok(Change {
+        audit: Some(AuditDraft {
+            action: "webhook.saved",
+            target_type: "webhook",
+            target_id: state.id().to_string(),
+            before: state.webhook.as_ref().map(|w| json(&w.view())),
+            after: Some(json(&saved.view())),
+        }),
+        events: Vec::new(),
+        reply: Reply::Webhook(saved.view()),
+        edits: vec![Edit::PutWebhook(saved)],
+    })
+}
+
+/// `POST …/webhook/rotate`: a new secret; the old one is dead at once.
+pub fn rotate_webhook(state: &OrgState, caller: Caller) -> Result<Change, ApiError> {
+    let held = caller_permissions(state, caller)?;
+    let current = endpoint(state)?;
+    require(held, Permission::SettingsManage)?;
+    let secret: Secret = new_secret();
+    let mut rotated = current.clone();
+    rotated.secret = secret.clone();
+    rotated.updated_at = Timestamp::now();
+    Ok(Change {
+        audit: Some(AuditDraft {
+            action: "webhook.rotated",
+            target_type: "webhook",
+            target_id: state.id().to_string(),
+            before: Some(json(&current.view())),
+            after: Some(json(&rotated.view())),
+        }),
+        events: Vec::new(),
+        reply: Reply::Secret(secret),
+        edits: vec![Edit::PutWebhook(rotated)],
+    })
+}
+
+/// `DELETE …/webhook`.
+pub fn delete_webhook(state: &OrgState, caller: Caller) -> Result<Change, ApiError> {
+    let held = caller_permissions(state, caller)?;
+    let current = endpoint(state)?;
+    require(held, Permission::SettingsManage)?;
+    Ok(Change {
+        audit: Some(AuditDraft {
+            action: "webhook.deleted",
+            target_type: "webhook",
+            target_id: state.id().to_string(),
+            before: Some(json(&current.view())),
+            after: None,
+        }),
+        events: Vec::new(),
+        reply: Reply::Deleted,
+        edits: vec![Edit::DeleteWebhook(state.id())],
+    })
+}

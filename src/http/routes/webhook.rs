@@ -1,0 +1,359 @@
+//! The webhook endpoint: `/organizations/{org_id}/webhook…` (CONTRACT §6).
+
+use actix_web::http::StatusCode;
+use actix_web::web::Bytes;
+use actix_web::{delete, get, post, put, web, HttpRequest, HttpResponse};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::actors::messages::{Enqueue, OrgCommand};
+use crate::domain::delivery::{envelope, Job, LogRecord, LogView, Outcome};
+use crate::domain::error::ApiError;
+use crate::domain::event::{Event, EventKind};
+use crate::domain::permissions::Permission;
+use crate::domain::webhook::{EventSet, WebhookView};
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::{encode_cursor, ListQuery, Page};
+use crate::http::problem::Problem;
+use crate::http::{path_id, reply_response, AppContext};
+use crate::ids::{DeliveryId, LogId, TestId};
+use crate::storage::Write;
+use crate::time::Timestamp;
+use crate::webhooks::client::{attempt, build_client, AttemptRequest};
+use crate::webhooks::preflight::PassedTest;
+use crate::webhooks::signing::new_secret;
+use crate::webhooks::url::parse_url;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(get_webhook)
+        .service(test_webhook)
+        .service(save_webhook)
+        .service(rotate_webhook)
+        .service(delete_webhook)
+        .service(list_deliveries)
+        .service(redeliver);
+}
+
+/// Body of `POST …/webhook/test`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestWebhook {
+    /// The endpoint to test (https unless the operator allows http).
+    url: String,
+    /// Event ids to subscribe when saved.
+    events: Vec<String>,
+}
+
+/// The answer of a test.
+#[derive(Serialize, ToSchema)]
+pub struct TestResult {
+    /// The endpoint answered 2xx.
+    passed: bool,
+    /// Give this to `PUT …/webhook` to save (when passed).
+    test_id: TestId,
+    /// The endpoint's status code.
+    status_code: Option<u16>,
+    /// How long the attempt took.
+    latency_ms: u64,
+    /// At most 4096 bytes of the endpoint's answer.
+    response_body: Option<String>,
+    /// What went wrong.
+    error: Option<String>,
+    /// The new signing secret: only on a passed first-setup test. Shown once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+/// Body of `PUT …/webhook`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SaveWebhook {
+    /// A passed test of the last 15 minutes, not used before.
+    test_id: String,
+}
+
+/// A rotated secret.
+#[derive(Serialize, ToSchema)]
+pub struct RotatedSecret {
+    /// The new signing secret. Shown once; the old one is dead at once.
+    secret: String,
+}
+
+/// The answer of a redelivery.
+#[derive(Serialize, ToSchema)]
+pub struct Redelivery {
+    /// The new delivery's id.
+    delivery_id: DeliveryId,
+}
+
+/// The endpoint (`org:settings:read`); the secret is never returned.
+#[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 200, body = WebhookView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/webhook")]
+async fn get_webhook(access: OrgAccess) -> Result<HttpResponse, ApiError> {
+    let endpoint = access
+        .state
+        .webhook
+        .clone()
+        .ok_or(ApiError::NotFound("webhook"))?;
+    access.require(Permission::SettingsRead)?;
+    Ok(HttpResponse::Ok().json(endpoint.view()))
+}
+
+/// Sends `test.preflight` synchronously (`org:settings:manage`).
+#[utoipa::path(tag = "webhook", security(("bearer" = [])), request_body = TestWebhook,
+    params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 200, body = TestResult), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem)))]
+#[post("/organizations/{org_id}/webhook/test")]
+async fn test_webhook(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    access.require(Permission::SettingsManage)?;
+    let body: TestWebhook = input.parse()?;
+    let events = EventSet::parse(&body.events)?;
+    let services = &ctx.services;
+    let url = parse_url(&body.url, services.client.policy)
+        .map_err(|refused| ApiError::InvalidUrl(refused.0))?;
+    let current = access.state.webhook.clone();
+    let candidate = current.is_none().then(new_secret);
+    let secret = match (&candidate, &current) {
+        (Some(candidate), _) => candidate.clone(),
+        (None, Some(current)) => current.secret.clone(),
+        (None, None) => return Err(ApiError::NotFound("webhook")),
+    };
+    let test_id = TestId::generate();
+    let delivery_id = DeliveryId::generate();
+    let event = Event {
+        kind: EventKind::TestPreflight,
+        occurred_at: Timestamp::now(),
+        data: json!({"organization_id": access.org_id(), "url": url.as_str(), "events": events.ids(), "test_id": test_id}),
+    };
+    let body = envelope(&event);
+    let delivery = delivery_id.to_string();
+    let request = AttemptRequest {
+        url: url.as_str(),
+        secret: &secret,
+        event: EventKind::TestPreflight.id(),
+        delivery_id: &delivery,
+        attempt: 1,
+        body: Bytes::from(body.clone()),
+    };
+    let outcome = attempt(&build_client(&services.client), &services.client, request).await;
+    services.delivery.append_log(LogRecord {
+        id: LogId::generate(),
+        organization_id: access.org_id(),
+        delivery_id,
+        event: EventKind::TestPreflight.id().to_owned(),
+        attempt: Some(1),
+        outcome: if outcome.succeeded {
+            Outcome::Succeeded
+        } else {
+            Outcome::Failed
+        },
+        response_code: outcome.status,
+        response_body: outcome.body.clone(),
+        latency_ms: Some(outcome.latency_ms),
+        error: outcome.error.clone(),
+        attempted_at: outcome.started_at,
+        envelope: body,
+    });
+    if outcome.succeeded {
+        let test = PassedTest {
+            organization_id: access.org_id(),
+            url: url.as_str().to_owned(),
+            events,
+            candidate_secret: candidate.clone(),
+            passed_at: std::time::Instant::now(),
+        };
+        services.tests.insert(test_id, test);
+    }
+    let result = TestResult {
+        passed: outcome.succeeded,
+        test_id,
+        status_code: outcome.status,
+        latency_ms: outcome.latency_ms,
+        response_body: outcome.body,
+        error: outcome.error,
+        secret: candidate
+            .filter(|_| outcome.succeeded)
+            .map(|s| s.expose().to_owned()),
+    };
+    Ok(HttpResponse::Ok().json(result))
+}
+
+/// Saves the URL, events and secret of a passed test (`org:settings:manage`).
+#[utoipa::path(tag = "webhook", security(("bearer" = [])), request_body = SaveWebhook,
+    params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 200, body = WebhookView), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[put("/organizations/{org_id}/webhook")]
+async fn save_webhook(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    access.require(Permission::SettingsManage)?;
+    let body: SaveWebhook = input.parse()?;
+    let required = ApiError::TestRequired(
+        "save needs a passed test of the last 15 minutes that was not used before",
+    );
+    let test_id = TestId::parse(&body.test_id)
+        .ok_or_else(|| ApiError::invalid("test_id", "must be a test id (UUID)"))?;
+    let test = ctx
+        .services
+        .tests
+        .take(access.org_id(), test_id)
+        .ok_or(required)?;
+    let reply = ctx
+        .mutate(
+            access.org_id(),
+            access.caller(),
+            &req,
+            OrgCommand::SaveWebhook(test),
+        )
+        .await?;
+    Ok(reply_response(reply, StatusCode::OK))
+}
+
+/// A new signing secret, shown once; the old one stops working at once (`org:settings:manage`).
+#[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 200, body = RotatedSecret), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[post("/organizations/{org_id}/webhook/rotate")]
+async fn rotate_webhook(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let reply = ctx
+        .mutate(
+            access.org_id(),
+            access.caller(),
+            &req,
+            OrgCommand::RotateWebhook,
+        )
+        .await?;
+    Ok(reply_response(reply, StatusCode::OK))
+}
+
+/// Removes the endpoint; queued attempts are dropped and logged (`org:settings:manage`).
+#[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
+    responses((status = 204, description = "Removed"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[delete("/organizations/{org_id}/webhook")]
+async fn delete_webhook(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let reply = ctx
+        .mutate(
+            access.org_id(),
+            access.caller(),
+            &req,
+            OrgCommand::DeleteWebhook,
+        )
+        .await?;
+    Ok(reply_response(reply, StatusCode::NO_CONTENT))
+}
+
+/// The delivery log, newest first (`org:settings:read`); `?event=` and `?outcome=` filter.
+#[utoipa::path(tag = "webhook", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"),
+        ("event" = Option<String>, Query, description = "an event id"),
+        ("outcome" = Option<String>, Query, description = "succeeded, failed or skipped"),
+        ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
+    responses((status = 200, body = Page<LogView>), (status = 400, body = Problem), (status = 401, body = Problem),
+        (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/webhook/deliveries")]
+async fn list_deliveries(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    access.require(Permission::SettingsRead)?;
+    let query = ListQuery::parse(&req)?;
+    let before = query.cursor_id(LogId::from_slice)?;
+    let event = match query.filters.get("event") {
+        Some(id) => Some(
+            EventKind::parse(id)
+                .ok_or_else(|| ApiError::UnknownEvent(vec![id.clone()]))?
+                .id(),
+        ),
+        None => None,
+    };
+    let outcome = match query.filters.get("outcome").map(String::as_str) {
+        None => None,
+        Some("succeeded") => Some(Outcome::Succeeded),
+        Some("failed") => Some(Outcome::Failed),
+        Some("skipped") => Some(Outcome::Skipped),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "outcome",
+                "must be succeeded, failed or skipped",
+            ))
+        }
+    };
+    let (records, more) = ctx.services.storage.delivery_log_page(
+        access.org_id(),
+        before,
+        query.limit_or_default(),
+        |r| event.is_none_or(|e| r.event == e) && outcome.is_none_or(|o| r.outcome == o),
+    )?;
+    let next_cursor = if more {
+        records.last().map(|r| encode_cursor(r.id.as_bytes()))
+    } else {
+        None
+    };
+    Ok(HttpResponse::Ok().json(Page {
+        items: records.iter().map(LogRecord::view).collect(),
+        next_cursor,
+    }))
+}
+
+/// Sends a logged delivery's envelope again as a new delivery (`org:settings:manage`).
+#[utoipa::path(tag = "webhook", security(("bearer" = [])),
+    params(("org_id" = String, Path, description = "organization id"), ("delivery_id" = String, Path, description = "a record's delivery_id")),
+    responses((status = 202, body = Redelivery), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[post("/organizations/{org_id}/webhook/deliveries/{delivery_id}/redeliver")]
+async fn redeliver(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let delivery = path_id(&path.1, "delivery", DeliveryId::parse)?;
+    let record = ctx
+        .services
+        .storage
+        .find_delivery(access.org_id(), delivery)?
+        .ok_or(ApiError::NotFound("delivery"))?;
+    access.require(Permission::SettingsManage)?;
+    if access.state.webhook.is_none() {
+        return Err(ApiError::NotFound("webhook"));
+    }
+    let now = Timestamp::now();
+    let job = Job {
+        delivery_id: DeliveryId::generate(),
+        organization_id: access.org_id(),
+        event: record.event,
+        body: record.envelope,
+        attempts_made: 0,
+        due_at: now,
+        created_at: now,
+    };
+    ctx.services
+        .storage
+        .commit_durably(&[Write::PutJob(job.clone())])
+        .await?;
+    let delivery_id = job.delivery_id;
+    if let Some(dispatcher) = ctx.services.delivery.dispatcher() {
+        dispatcher.do_send(Enqueue(vec![job]));
+    }
+    Ok(HttpResponse::Accepted().json(Redelivery { delivery_id }))
+}

@@ -1,0 +1,252 @@
+//! The outbound HTTP client and one delivery attempt.
+//!
+//! The client resolves names itself and drops every address the policy
+//! refuses, so a host name that resolves to 127.0.0.1 is never connected to;
+//! redirects are never followed; TLS trusts the system roots plus
+//! `webhooks.ca_file`. One attempt is bounded end to end (connect, send,
+//! headers and at most 4096 body bytes) by the attempt timeout.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix_tls::connect::{Connector as TcpConnector, Resolve, Resolver};
+use actix_web::web::Bytes;
+use futures_util::future::LocalBoxFuture;
+use futures_util::StreamExt;
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+
+use crate::domain::delivery::LOGGED_BODY_MAX;
+use crate::secrets::Secret;
+use crate::time::Timestamp;
+use crate::webhooks::address_policy::is_public;
+use crate::webhooks::headers;
+use crate::webhooks::signing::{service_signature, standard_signature};
+use crate::webhooks::url::{parse_url, UrlPolicy};
+
+/// What the operator configured for outbound requests.
+#[derive(Clone)]
+pub struct ClientSettings {
+    /// Whole-attempt timeout.
+    pub timeout: Duration,
+    /// Which URLs and addresses are allowed.
+    pub policy: UrlPolicy,
+    /// TLS configuration (roots), shared by every client.
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+/// Builds the TLS configuration: system roots plus the PEM roots in `ca_file`.
+pub fn tls_config(ca_file: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    if !ca_file.is_empty() {
+        let certs = CertificateDer::pem_file_iter(ca_file)
+            .map_err(|err| format!("webhooks.ca_file {ca_file}: {err}"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| format!("webhooks.ca_file {ca_file}: {err}"))?;
+        if certs.is_empty() {
+            return Err(format!("webhooks.ca_file {ca_file}: no certificates found"));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|err| format!("webhooks.ca_file {ca_file}: {err}"))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|err| err.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A resolver that drops addresses the policy refuses.
+struct PolicyResolver {
+    allow_private_networks: bool,
+}
+
+impl Resolve for PolicyResolver {
+    fn lookup<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> LocalBoxFuture<'a, Result<Vec<SocketAddr>, Box<dyn std::error::Error>>> {
+        Box::pin(async move {
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
+            let allowed: Vec<SocketAddr> = resolved
+                .into_iter()
+                .filter(|addr| self.allow_private_networks || is_public(addr.ip()))
+                .collect();
+            if allowed.is_empty() {
+                return Err(
+                    format!("{host} resolves only to refused (non-public) addresses").into(),
+                );
+            }
+            Ok(allowed)
+        })
+    }
+}
+
+/// A client for one arbiter (awc clients are not `Send`), with keep-alive.
+pub fn build_client(settings: &ClientSettings) -> awc::Client {
+    let resolver = Resolver::custom(PolicyResolver {
+        allow_private_networks: settings.policy.allow_private_networks,
+    });
+    let connector = awc::Connector::new()
+        .connector(TcpConnector::new(resolver).service())
+        .rustls_0_23(settings.tls.clone())
+        .timeout(settings.timeout)
+        .conn_keep_alive(Duration::from_secs(30));
+    awc::Client::builder()
+        .connector(connector)
+        .disable_redirects()
+        .timeout(settings.timeout)
+        .no_default_headers()
+        .finish()
+}
+
+/// One attempt to make.
+pub struct AttemptRequest<'a> {
+    /// Where to POST.
+    pub url: &'a str,
+    /// The secret current when the attempt starts.
+    pub secret: &'a Secret,
+    /// The event id.
+    pub event: &'a str,
+    /// The delivery id.
+    pub delivery_id: &'a str,
+    /// 1 or 2.
+    pub attempt: u8,
+    /// The envelope bytes.
+    pub body: Bytes,
+}
+
+/// How an attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptOutcome {
+    /// 2xx.
+    pub succeeded: bool,
+    /// The status, when a response arrived.
+    pub status: Option<u16>,
+    /// At most 4096 bytes of the response body.
+    pub body: Option<String>,
+    /// Wall time of the attempt.
+    pub latency_ms: u64,
+    /// What went wrong.
+    pub error: Option<String>,
+    /// When it started.
+    pub started_at: Timestamp,
+}
+
+/// Makes one attempt, bounded by `settings.timeout` from start to finish.
+pub async fn attempt(
+    client: &awc::Client,
+    settings: &ClientSettings,
+    req: AttemptRequest<'_>,
+) -> AttemptOutcome {
+    let started_at = Timestamp::now();
+    let clock = Instant::now();
+    let result = match parse_url(req.url, settings.policy) {
+        Err(refused) => Err(refused.0),
+        Ok(_) => {
+            match actix_web::rt::time::timeout(settings.timeout, send(client, &req, started_at))
+                .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(format!(
+                    "timed out after {} ms",
+                    settings.timeout.as_millis()
+                )),
+            }
+        }
+    };
+    let latency_ms = clock.elapsed().as_millis() as u64;
+    match result {
+        Ok((status, body)) => AttemptOutcome {
+            succeeded: (200..300).contains(&status),
+            status: Some(status),
+            error: (!(200..300).contains(&status))
+                .then(|| format!("the endpoint answered {status}")),
+            body: Some(body),
+            latency_ms,
+            started_at,
+        },
+        Err(error) => AttemptOutcome {
+            succeeded: false,
+            status: None,
+            body: None,
+            latency_ms,
+            error: Some(error),
+            started_at,
+        },
+    }
+}
+
+async fn send(
+    client: &awc::Client,
+    req: &AttemptRequest<'_>,
+    started_at: Timestamp,
+) -> Result<(u16, String), String> {
+    let timestamp = started_at.millis().div_euclid(1000);
+    let mut response = client
+        .post(req.url)
+        .insert_header((headers::CONTENT_TYPE, "application/json"))
+        .insert_header((headers::USER_AGENT, headers::USER_AGENT_VALUE))
+        .insert_header((headers::X_SERVICE_EVENT, req.event))
+        .insert_header((
+            headers::X_SERVICE_SIGNATURE,
+            service_signature(req.secret, &req.body),
+        ))
+        .insert_header((headers::X_SERVICE_ATTEMPT, req.attempt.to_string()))
+        .insert_header((headers::X_SERVICE_DELIVERY, req.delivery_id))
+        .insert_header((headers::WEBHOOK_ID, req.delivery_id))
+        .insert_header((headers::WEBHOOK_TIMESTAMP, timestamp.to_string()))
+        .insert_header((
+            headers::WEBHOOK_SIGNATURE,
+            standard_signature(req.secret, req.delivery_id, timestamp, &req.body),
+        ))
+        .send_body(req.body.clone())
+        .await
+        .map_err(|err| format!("request failed: {err}"))?;
+    let status = response.status().as_u16();
+    let mut kept = Vec::new();
+    while kept.len() < LOGGED_BODY_MAX {
+        match response.next().await {
+            Some(Ok(chunk)) => kept.extend_from_slice(&chunk),
+            Some(Err(err)) => return Err(format!("reading the response failed: {err}")),
+            None => break,
+        }
+    }
+    Ok((status, truncate_body(&kept)))
+}
+
+/// At most 4096 bytes of `bytes` as text, cut at a character boundary.
+pub fn truncate_body(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(LOGGED_BODY_MAX)]);
+    let mut end = text.len().min(LOGGED_BODY_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate_body;
+
+    #[test]
+    fn bodies_are_cut_to_4096_bytes_on_a_character_boundary() {
+        assert_eq!(truncate_body(b"ok"), "ok");
+        assert_eq!(truncate_body(&[b'a'; 10_000]).len(), 4096);
+        let mut mixed = vec![b'a'; 4095];
+        mixed.extend_from_slice("é".as_bytes());
+        let cut = truncate_body(&mixed);
+        assert!(cut.len() <= 4096 && cut.chars().all(|c| c == 'a'));
+    }
+}

@@ -1,0 +1,58 @@
+//! Passed webhook tests, waiting to be saved (CONTRACT §6: a test is valid
+//! for 15 minutes, once). Kept in memory: a test is a moment's proof that
+//! the endpoint answers, not state worth surviving a restart.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::domain::webhook::EventSet;
+use crate::ids::{OrgId, TestId};
+use crate::secrets::Secret;
+
+/// How long a passed test can be saved.
+pub const TEST_VALIDITY: Duration = Duration::from_secs(15 * 60);
+
+/// A test that passed.
+#[derive(Clone, Debug)]
+pub struct PassedTest {
+    /// The organization that ran it.
+    pub organization_id: OrgId,
+    /// The tested URL.
+    pub url: String,
+    /// The events to subscribe.
+    pub events: EventSet,
+    /// The candidate secret it was signed with and revealed; `None` when it
+    /// was signed with the endpoint's current secret.
+    pub candidate_secret: Option<Secret>,
+    /// When it passed.
+    pub passed_at: Instant,
+}
+
+/// Passed tests by id.
+#[derive(Default)]
+pub struct PendingTests {
+    tests: Mutex<HashMap<TestId, PassedTest>>,
+}
+
+impl PendingTests {
+    /// Remembers a passed test (and forgets expired ones).
+    pub fn insert(&self, id: TestId, test: PassedTest) {
+        let mut tests = self.tests.lock().unwrap_or_else(|e| e.into_inner());
+        tests.retain(|_, t| t.passed_at.elapsed() < TEST_VALIDITY);
+        tests.insert(id, test);
+    }
+
+    /// Takes a test of `org` for saving: `None` when unknown, of another
+    /// organization, expired or already used. A taken test cannot be reused.
+    pub fn take(&self, org: OrgId, id: TestId) -> Option<PassedTest> {
+        let mut tests = self.tests.lock().unwrap_or_else(|e| e.into_inner());
+        match tests.get(&id) {
+            Some(test) if test.organization_id == org => {}
+            _ => return None,
+        }
+        tests
+            .remove(&id)
+            .filter(|t| t.passed_at.elapsed() < TEST_VALIDITY)
+    }
+}
