@@ -68,6 +68,8 @@ pub fn parse_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, UrlRefused>
     if host.is_empty() {
         return refuse("the URL has no host");
     }
+    // Names (localhost included) are judged on every address they resolve
+    // to, at connect time; literals can be judged now.
     if !policy.allow_private_networks {
         if let Some(ip) = literal_address(host) {
             if !is_public(ip) {
@@ -75,19 +77,11 @@ pub fn parse_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, UrlRefused>
                     "the URL points to a loopback, private or otherwise non-public address",
                 );
             }
-        } else if is_local_name(host) {
-            return refuse("the URL points to a local host name");
         }
     }
     Ok(WebhookUrl {
         text: raw.to_owned(),
     })
-}
-
-/// `localhost` and names under `.localhost` always mean loopback (RFC 6761).
-fn is_local_name(host: &str) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    host == "localhost" || host.ends_with(".localhost")
 }
 
 /// The address a host denotes when it is an address literal.
@@ -180,8 +174,6 @@ mod tests {
             "https://10.1.2.3/",
             "https://169.254.169.254/latest/meta-data",
             "https://[fe80::1]/",
-            "https://localhost/",
-            "https://api.localhost:8443/",
             "https://0.0.0.0/",
         ];
         for url in refused {
