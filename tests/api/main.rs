@@ -11,6 +11,7 @@ mod bad_input;
 mod isolation;
 mod members;
 mod openapi;
+mod receiver_example;
 mod restart;
 mod roles;
 mod smoke;
