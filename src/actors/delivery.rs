@@ -9,11 +9,10 @@ use actix_web::web::Bytes;
 
 use crate::actors::dispatcher::Dispatcher;
 use crate::actors::messages::{AttemptFinished, Deliver};
+use crate::domain::delivery::AttemptOutcome;
 use crate::services::Services;
 use crate::time::Timestamp;
-use crate::webhooks::client::{
-    attempt, build_client, AttemptOutcome, AttemptRequest, ClientSettings,
-};
+use crate::webhooks::client::{attempt, build_client, AttemptRequest, ClientSettings};
 
 /// Makes attempts.
 pub struct DeliveryActor {

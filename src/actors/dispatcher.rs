@@ -16,11 +16,10 @@ use tokio::sync::oneshot;
 use crate::actors::delivery::{endpoint_removed, DeliveryActor};
 use crate::actors::log::LogActor;
 use crate::actors::messages::{AppendLog, AttemptFinished, Deliver, Drain, DropOrg, Enqueue};
-use crate::domain::delivery::{Job, LogRecord, Outcome};
-use crate::ids::{LogId, OrgId};
+use crate::domain::delivery::{AttemptOutcome, Job, LogRecord};
+use crate::ids::OrgId;
 use crate::storage::Write;
 use crate::time::Timestamp;
-use crate::webhooks::client::AttemptOutcome;
 
 /// Concurrency limits.
 #[derive(Clone, Copy, Debug)]
@@ -136,24 +135,14 @@ impl Dispatcher {
     /// Logs an attempt and decides the job's fate: done, or retried once.
     fn finish(&mut self, mut job: Job, outcome: AttemptOutcome) -> Option<Job> {
         let attempt = job.attempts_made + 1;
-        let record = LogRecord {
-            id: LogId::generate(),
-            organization_id: job.organization_id,
-            delivery_id: job.delivery_id,
-            event: job.event.clone(),
-            attempt: Some(attempt),
-            outcome: if outcome.succeeded {
-                Outcome::Succeeded
-            } else {
-                Outcome::Failed
-            },
-            response_code: outcome.status,
-            response_body: outcome.body.clone(),
-            latency_ms: Some(outcome.latency_ms),
-            error: outcome.error.clone(),
-            attempted_at: outcome.started_at,
-            envelope: job.body.clone(),
-        };
+        let record = LogRecord::of_attempt(
+            job.organization_id,
+            job.delivery_id,
+            &job.event,
+            attempt,
+            &outcome,
+            job.body.clone(),
+        );
         let removed = outcome.error.as_deref() == Some("endpoint removed");
         if outcome.succeeded || attempt >= 2 || removed {
             self.log.do_send(AppendLog {

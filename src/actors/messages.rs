@@ -59,7 +59,7 @@ pub struct AttemptFinished {
     /// The job as it was when the attempt started.
     pub job: crate::domain::delivery::Job,
     /// How it went.
-    pub outcome: crate::webhooks::client::AttemptOutcome,
+    pub outcome: crate::domain::delivery::AttemptOutcome,
 }
 
 /// The endpoint of an organization was removed: drop its queued attempts.

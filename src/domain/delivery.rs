@@ -28,6 +28,23 @@ pub fn envelope(event: &Event) -> Vec<u8> {
     serde_json::to_vec(&envelope).unwrap_or_default()
 }
 
+/// How an attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptOutcome {
+    /// 2xx.
+    pub succeeded: bool,
+    /// The status, when a response arrived.
+    pub status: Option<u16>,
+    /// At most 4096 bytes of the response body.
+    pub body: Option<String>,
+    /// Wall time of the attempt.
+    pub latency_ms: u64,
+    /// What went wrong.
+    pub error: Option<String>,
+    /// When it started.
+    pub started_at: Timestamp,
+}
+
 /// A delivery waiting for its next attempt, as stored in the outbox.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
@@ -119,6 +136,35 @@ impl LogRecord {
             latency_ms: None,
             error: None,
             attempted_at: Timestamp::now(),
+            envelope,
+        }
+    }
+
+    /// The record of attempt number `attempt` of a delivery.
+    pub fn of_attempt(
+        organization_id: OrgId,
+        delivery_id: DeliveryId,
+        event: &str,
+        attempt: u8,
+        outcome: &AttemptOutcome,
+        envelope: Vec<u8>,
+    ) -> LogRecord {
+        LogRecord {
+            id: LogId::generate(),
+            organization_id,
+            delivery_id,
+            event: event.to_owned(),
+            attempt: Some(attempt),
+            outcome: if outcome.succeeded {
+                Outcome::Succeeded
+            } else {
+                Outcome::Failed
+            },
+            response_code: outcome.status,
+            response_body: outcome.body.clone(),
+            latency_ms: Some(outcome.latency_ms),
+            error: outcome.error.clone(),
+            attempted_at: outcome.started_at,
             envelope,
         }
     }

@@ -31,6 +31,21 @@ pub struct AppContext {
 }
 
 impl AppContext {
+    /// Runs a member's `command` on the organization's actor and answers
+    /// its reply with `status`.
+    pub async fn run_command(
+        &self,
+        access: &extract::OrgAccess,
+        req: &HttpRequest,
+        command: OrgCommand,
+        status: StatusCode,
+    ) -> Result<HttpResponse, ApiError> {
+        let reply = self
+            .mutate(access.org_id(), access.caller(), req, command)
+            .await?;
+        Ok(reply_response(reply, status))
+    }
+
     /// Runs `command` on the organization's actor.
     pub async fn mutate(
         &self,

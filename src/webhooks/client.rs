@@ -18,7 +18,7 @@ use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 
-use crate::domain::delivery::LOGGED_BODY_MAX;
+use crate::domain::delivery::{AttemptOutcome, LOGGED_BODY_MAX};
 use crate::secrets::Secret;
 use crate::time::Timestamp;
 use crate::webhooks::address_policy::is_public;
@@ -125,23 +125,6 @@ pub struct AttemptRequest<'a> {
     pub attempt: u8,
     /// The envelope bytes.
     pub body: Bytes,
-}
-
-/// How an attempt ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AttemptOutcome {
-    /// 2xx.
-    pub succeeded: bool,
-    /// The status, when a response arrived.
-    pub status: Option<u16>,
-    /// At most 4096 bytes of the response body.
-    pub body: Option<String>,
-    /// Wall time of the attempt.
-    pub latency_ms: u64,
-    /// What went wrong.
-    pub error: Option<String>,
-    /// When it started.
-    pub started_at: Timestamp,
 }
 
 /// Makes one attempt, bounded by `settings.timeout` from start to finish.

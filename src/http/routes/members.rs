@@ -17,7 +17,7 @@ use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{paginate, ListQuery, Page};
 use crate::http::problem::Problem;
-use crate::http::{path_id, reply_response, AppContext};
+use crate::http::{path_id, AppContext};
 use crate::ids::UserId;
 
 /// Registers the routes.
@@ -117,15 +117,13 @@ async fn add_member(
     req: HttpRequest,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let reply = ctx
-        .mutate(
-            access.org_id(),
-            access.caller(),
-            &req,
-            OrgCommand::AddMember(input),
-        )
-        .await?;
-    Ok(reply_response(reply, StatusCode::CREATED))
+    ctx.run_command(
+        &access,
+        &req,
+        OrgCommand::AddMember(input),
+        StatusCode::CREATED,
+    )
+    .await
 }
 
 /// Changes a member's role (`org:team:manage`); emits `member.role_changed`.
@@ -142,10 +140,8 @@ async fn change_role(
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
     let command = OrgCommand::ChangeMemberRole(member_id(&path)?, input);
-    let reply = ctx
-        .mutate(access.org_id(), access.caller(), &req, command)
-        .await?;
-    Ok(reply_response(reply, StatusCode::OK))
+    ctx.run_command(&access, &req, command, StatusCode::OK)
+        .await
 }
 
 /// Removes a member (`org:team:manage`, or yourself); emits `member.removed`.
@@ -161,8 +157,6 @@ async fn remove_member(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let command = OrgCommand::RemoveMember(member_id(&path)?);
-    let reply = ctx
-        .mutate(access.org_id(), access.caller(), &req, command)
-        .await?;
-    Ok(reply_response(reply, StatusCode::NO_CONTENT))
+    ctx.run_command(&access, &req, command, StatusCode::NO_CONTENT)
+        .await
 }

@@ -11,7 +11,7 @@ use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::problem::Problem;
 use crate::http::routes::admin::UpdateOrganization;
-use crate::http::{reply_response, AppContext};
+use crate::http::AppContext;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -38,13 +38,11 @@ async fn update_org(
     req: HttpRequest,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let reply = ctx
-        .mutate(
-            access.org_id(),
-            access.caller(),
-            &req,
-            OrgCommand::UpdateOrganization(input),
-        )
-        .await?;
-    Ok(reply_response(reply, StatusCode::OK))
+    ctx.run_command(
+        &access,
+        &req,
+        OrgCommand::UpdateOrganization(input),
+        StatusCode::OK,
+    )
+    .await
 }

@@ -17,7 +17,7 @@ use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{paginate, ListQuery, Page};
 use crate::http::problem::Problem;
-use crate::http::{path_id, reply_response, AppContext};
+use crate::http::{path_id, AppContext};
 use crate::ids::RoleId;
 
 /// Registers the routes.
@@ -121,15 +121,13 @@ async fn create_role(
     req: HttpRequest,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let reply = ctx
-        .mutate(
-            access.org_id(),
-            access.caller(),
-            &req,
-            OrgCommand::CreateRole(input),
-        )
-        .await?;
-    Ok(reply_response(reply, StatusCode::CREATED))
+    ctx.run_command(
+        &access,
+        &req,
+        OrgCommand::CreateRole(input),
+        StatusCode::CREATED,
+    )
+    .await
 }
 
 /// Edits a role (`org:settings:manage`, Enterprise plan); honours `If-Match`.
@@ -148,10 +146,8 @@ async fn update_role(
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
     let command = OrgCommand::UpdateRole(role_id(&path)?, if_match(&req), input);
-    let reply = ctx
-        .mutate(access.org_id(), access.caller(), &req, command)
-        .await?;
-    Ok(reply_response(reply, StatusCode::OK))
+    ctx.run_command(&access, &req, command, StatusCode::OK)
+        .await
 }
 
 /// Deletes a custom role without members (`org:settings:manage`, Enterprise plan).
@@ -168,10 +164,8 @@ async fn delete_role(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let command = OrgCommand::DeleteRole(role_id(&path)?, if_match(&req));
-    let reply = ctx
-        .mutate(access.org_id(), access.caller(), &req, command)
-        .await?;
-    Ok(reply_response(reply, StatusCode::NO_CONTENT))
+    ctx.run_command(&access, &req, command, StatusCode::NO_CONTENT)
+        .await
 }
 
 /// Members holding the role (`org:team:read`).

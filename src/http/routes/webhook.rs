@@ -18,7 +18,7 @@ use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{encode_cursor, ListQuery, Page};
 use crate::http::problem::Problem;
-use crate::http::{path_id, reply_response, AppContext};
+use crate::http::{path_id, AppContext};
 use crate::ids::{DeliveryId, LogId, TestId};
 use crate::storage::Write;
 use crate::time::Timestamp;
@@ -146,24 +146,14 @@ async fn test_webhook(
         body: Bytes::from(body.clone()),
     };
     let outcome = attempt(&build_client(&services.client), &services.client, request).await;
-    services.delivery.append_log(LogRecord {
-        id: LogId::generate(),
-        organization_id: access.org_id(),
+    services.delivery.append_log(LogRecord::of_attempt(
+        access.org_id(),
         delivery_id,
-        event: EventKind::TestPreflight.id().to_owned(),
-        attempt: Some(1),
-        outcome: if outcome.succeeded {
-            Outcome::Succeeded
-        } else {
-            Outcome::Failed
-        },
-        response_code: outcome.status,
-        response_body: outcome.body.clone(),
-        latency_ms: Some(outcome.latency_ms),
-        error: outcome.error.clone(),
-        attempted_at: outcome.started_at,
-        envelope: body,
-    });
+        EventKind::TestPreflight.id(),
+        1,
+        &outcome,
+        body,
+    ));
     if outcome.succeeded {
         let test = PassedTest {
             organization_id: access.org_id(),
@@ -212,15 +202,8 @@ async fn save_webhook(
         .tests
         .take(access.org_id(), test_id)
         .ok_or(required)?;
-    let reply = ctx
-        .mutate(
-            access.org_id(),
-            access.caller(),
-            &req,
-            OrgCommand::SaveWebhook(test),
-        )
-        .await?;
-    Ok(reply_response(reply, StatusCode::OK))
+    ctx.run_command(&access, &req, OrgCommand::SaveWebhook(test), StatusCode::OK)
+        .await
 }
 
 /// A new signing secret, shown once; the old one stops working at once (`org:settings:manage`).
@@ -232,15 +215,8 @@ async fn rotate_webhook(
     ctx: web::Data<AppContext>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let reply = ctx
-        .mutate(
-            access.org_id(),
-            access.caller(),
-            &req,
-            OrgCommand::RotateWebhook,
-        )
-        .await?;
-    Ok(reply_response(reply, StatusCode::OK))
+    ctx.run_command(&access, &req, OrgCommand::RotateWebhook, StatusCode::OK)
+        .await
 }
 
 /// Removes the endpoint; queued attempts are dropped and logged (`org:settings:manage`).
@@ -252,15 +228,13 @@ async fn delete_webhook(
     ctx: web::Data<AppContext>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let reply = ctx
-        .mutate(
-            access.org_id(),
-            access.caller(),
-            &req,
-            OrgCommand::DeleteWebhook,
-        )
-        .await?;
-    Ok(reply_response(reply, StatusCode::NO_CONTENT))
+    ctx.run_command(
+        &access,
+        &req,
+        OrgCommand::DeleteWebhook,
+        StatusCode::NO_CONTENT,
+    )
+    .await
 }
 
 /// The delivery log, newest first (`org:settings:read`); `?event=` and `?outcome=` filter.
