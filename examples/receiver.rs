@@ -38,14 +38,24 @@ pub struct Receiver {
 impl Receiver {
     /// A receiver for deliveries signed with `secret` (`whsec_…`).
     pub fn new(secret: String) -> Self {
-        Receiver { secret, seen: Mutex::new((HashSet::new(), VecDeque::new())), processed: Mutex::new(Vec::new()) }
+        Receiver {
+            secret,
+            seen: Mutex::new((HashSet::new(), VecDeque::new())),
+            processed: Mutex::new(Vec::new()),
+        }
     }
 
     /// Whether `signature` is `sha256=` + the hex HMAC of `body`, compared in constant time.
     pub fn signature_valid(&self, body: &[u8], signature: &str) -> bool {
-        let Some(hex) = signature.strip_prefix("sha256=") else { return false };
-        let Some(expected) = decode_hex(hex) else { return false };
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(self.secret.as_bytes()) else { return false };
+        let Some(hex) = signature.strip_prefix("sha256=") else {
+            return false;
+        };
+        let Some(expected) = decode_hex(hex) else {
+            return false;
+        };
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(self.secret.as_bytes()) else {
+            return false;
+        };
         mac.update(body);
         mac.verify_slice(&expected).is_ok()
     }
@@ -71,11 +81,17 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
     if hex.len() % 2 != 0 {
         return None;
     }
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect()
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 fn header<'a>(req: &'a HttpRequest, name: &str) -> &'a str {
-    req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
 }
 
 /// The webhook handler.
@@ -83,7 +99,10 @@ pub async fn receive(req: HttpRequest, body: Bytes, receiver: web::Data<Receiver
     if !receiver.signature_valid(&body, header(&req, "X-Service-Signature")) {
         return HttpResponse::Unauthorized().body("bad signature");
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
     match header(&req, "webhook-timestamp").parse::<i64>() {
         Ok(ts) if (now - ts).abs() <= TOLERANCE_SECS => {}
         _ => return HttpResponse::Unauthorized().body("stale or missing timestamp"),
@@ -95,7 +114,11 @@ pub async fn receive(req: HttpRequest, body: Bytes, receiver: web::Data<Receiver
     if receiver.first_time(delivery_id) {
         // Hand off and answer quickly; do the real work asynchronously.
         let event = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-        receiver.processed.lock().unwrap_or_else(|e| e.into_inner()).push(event);
+        receiver
+            .processed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(event);
         HttpResponse::Ok().body("processed")
     } else {
         HttpResponse::Ok().body("duplicate ignored")
@@ -103,18 +126,28 @@ pub async fn receive(req: HttpRequest, body: Bytes, receiver: web::Data<Receiver
 }
 
 /// The receiver's HTTP server on `address`; returns it and the bound port.
-pub fn server(receiver: web::Data<Receiver>, address: &str) -> std::io::Result<(actix_web::dev::Server, u16)> {
-    let server = HttpServer::new(move || App::new().app_data(receiver.clone()).route("/{tail:.*}", web::post().to(receive)))
-        .workers(1)
-        .bind(address)?;
+pub fn server(
+    receiver: web::Data<Receiver>,
+    address: &str,
+) -> std::io::Result<(actix_web::dev::Server, u16)> {
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(receiver.clone())
+            .route("/{tail:.*}", web::post().to(receive))
+    })
+    .workers(1)
+    .bind(address)?;
     let port = server.addrs().first().map(|a| a.port()).unwrap_or(0);
     Ok((server.run(), port))
 }
 
 #[actix_web::main]
 async fn main() -> std::io::Result<()> {
-    let secret = std::env::var("WEBHOOK_SECRET").map_err(|_| std::io::Error::other("set WEBHOOK_SECRET"))?;
-    let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:9000".into());
+    let secret =
+        std::env::var("WEBHOOK_SECRET").map_err(|_| std::io::Error::other("set WEBHOOK_SECRET"))?;
+    let address = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:9000".into());
     let (server, port) = server(web::Data::new(Receiver::new(secret)), &address)?;
     println!("receiving webhooks on port {port}");
     server.await

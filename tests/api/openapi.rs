@@ -147,8 +147,15 @@ async fn openapi_documents_exactly_the_contract_routes() {
             .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
             .collect()
     };
-    let expected = as_set(CONTRACT_ROUTES);
+    let mut expected = as_set(CONTRACT_ROUTES);
     assert_eq!(expected.len(), CONTRACT_ROUTES.len());
+    // CONTRACT §7: the workspace routes, from the table the server checks permissions with.
+    let resources: Vec<(&str, &str)> = rolecall::domain::resources::routes::ROUTES
+        .iter()
+        .map(|r| (r.method, r.path))
+        .collect();
+    expected.extend(as_set(&resources));
+    assert_eq!(expected.len(), CONTRACT_ROUTES.len() + resources.len());
     // Every contract route is documented ...
     let missing: Vec<_> = expected.difference(&documented).collect();
     assert!(missing.is_empty(), "undocumented routes: {missing:?}");
