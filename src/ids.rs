@@ -131,6 +131,10 @@ typed_id!(
     /// A webhook test (`test_id`).
     TestId
 );
+typed_id!(
+    /// A workspace resource (decision, task, memory, capsule, project, import, analysis).
+    ResourceId
+);
 
 #[cfg(test)]
 mod tests {

@@ -33,3 +33,4 @@ pub mod storage;
 pub mod telemetry;
 pub mod time;
 pub mod webhooks;
+pub mod workspace;

@@ -26,6 +26,20 @@ pub enum ApiError {
     /// Saving a webhook without a passed, unexpired, unused test.
     #[error("{0}")]
     TestRequired(&'static str),
+    /// A status move the state machine does not allow.
+    #[error("cannot move from {from} to {to}")]
+    InvalidTransition {
+        /// The current state.
+        from: String,
+        /// The requested state.
+        to: String,
+    },
+    /// Editing a frozen capsule.
+    #[error("the capsule is frozen")]
+    CapsuleFrozen,
+    /// A body names something that is not a resource of this organization.
+    #[error("{1} does not name a {0} of this organization")]
+    UnknownReference(&'static str, &'static str),
     /// Demoting or removing the last Owner.
     #[error("the organization must keep at least one Owner; transfer ownership first")]
     MustHaveOwner,
@@ -118,11 +132,16 @@ impl ApiError {
             Forbidden(_) | PermissionEscalation(_) | RoleImmutable | SystemRole => 403,
             NotFound(_) => 404,
             MethodNotAllowed(_) => 405,
-            NameConflict(_) | AlreadyMember | EmailTaken | TestRequired(_) => 409,
+            NameConflict(_)
+            | AlreadyMember
+            | EmailTaken
+            | TestRequired(_)
+            | InvalidTransition { .. }
+            | CapsuleFrozen => 409,
             PreconditionFailed => 412,
             PayloadTooLarge => 413,
             UnsupportedMediaType => 415,
-            RoleInUse(_) | UnknownRole => 422,
+            RoleInUse(_) | UnknownRole | UnknownReference(..) => 422,
             Internal(_) => 500,
         }
     }
@@ -136,6 +155,10 @@ impl ApiError {
             UnknownEvent(_) => "UNKNOWN_EVENT",
             InvalidUrl(_) => "INVALID_URL",
             TestRequired(_) => "TEST_REQUIRED",
+            InvalidTransition { .. } => "INVALID_TRANSITION",
+            CapsuleFrozen => "CAPSULE_FROZEN",
+            UnknownReference("decision", _) => "UNKNOWN_DECISION",
+            UnknownReference(..) => "UNKNOWN_PROJECT",
             MustHaveOwner => "MUST_HAVE_OWNER",
             Unauthenticated(_) => "UNAUTHENTICATED",
             LicenseRequired => "LICENSE_REQUIRED",

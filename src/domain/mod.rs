@@ -12,6 +12,7 @@ pub mod names;
 pub mod org_state;
 pub mod organization;
 pub mod permissions;
+pub mod resources;
 pub mod role;
 pub mod schema;
 pub mod user;

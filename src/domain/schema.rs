@@ -7,7 +7,7 @@ use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, ObjectBuilder, SchemaFo
 use utoipa::openapi::{RefOr, Schema};
 
 use crate::domain::permissions::PermissionSet;
-use crate::ids::{AuditId, DeliveryId, LogId, OrgId, RoleId, TestId, TokenId, UserId};
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, RoleId, TestId, TokenId, UserId};
 use crate::time::Timestamp;
 
 fn string_schema(format: KnownFormat, description: &str) -> RefOr<Schema> {
@@ -46,6 +46,7 @@ string_schema!(AuditId, KnownFormat::Uuid, "audit record id (UUID v7)");
 string_schema!(DeliveryId, KnownFormat::Uuid, "delivery id (UUID v7)");
 string_schema!(LogId, KnownFormat::Uuid, "delivery-log record id (UUID v7)");
 string_schema!(TestId, KnownFormat::Uuid, "webhook test id (UUID v7)");
+string_schema!(ResourceId, KnownFormat::Uuid, "resource id (UUID v7)");
 
 impl utoipa::PartialSchema for PermissionSet {
     fn schema() -> RefOr<Schema> {

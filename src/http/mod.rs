@@ -6,6 +6,7 @@ pub mod extract;
 pub mod paging;
 pub mod problem;
 pub mod request_id;
+pub mod resources;
 pub mod routes;
 
 use std::sync::Arc;

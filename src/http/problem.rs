@@ -75,6 +75,13 @@ impl ResponseError for ApiError {
             ApiError::PermissionEscalation(keys) => {
                 extra.insert("missing_permissions".into(), json!(keys));
             }
+            ApiError::InvalidTransition { from, to } => {
+                extra.insert("from".into(), json!(from));
+                extra.insert("to".into(), json!(to));
+            }
+            ApiError::UnknownReference(_, field) => {
+                extra.insert("field".into(), json!(field));
+            }
             ApiError::RoleInUse(count) => {
                 extra.insert("member_count".into(), json!(count));
             }

@@ -2,7 +2,7 @@
 //! organization's id where there is one, so per-org scans are prefix scans
 //! and no lookup can cross organizations by accident.
 
-use crate::ids::{AuditId, LogId, OrgId, RoleId, TokenId, UserId};
+use crate::ids::{AuditId, LogId, OrgId, ResourceId, RoleId, TokenId, UserId};
 
 /// Every tree, with its versioned name. The order is the order of the
 /// transactional views in [`super::Storage::commit`].
@@ -32,11 +32,13 @@ pub enum TreeName {
     Outbox,
     /// org id | log id (time-ordered) → LogRecord
     DeliveryLog,
+    /// org id | kind tag | resource id (time-ordered) → resource
+    Resources,
 }
 
 impl TreeName {
     /// Every tree in transaction-view order.
-    pub const ALL: [TreeName; 12] = [
+    pub const ALL: [TreeName; 13] = [
         TreeName::Users,
         TreeName::UserEmails,
         TreeName::Tokens,
@@ -49,6 +51,7 @@ impl TreeName {
         TreeName::Webhooks,
         TreeName::Outbox,
         TreeName::DeliveryLog,
+        TreeName::Resources,
     ];
 
     /// The on-disk name; a layout change gets a new suffix.
@@ -66,6 +69,7 @@ impl TreeName {
             TreeName::Webhooks => "webhooks_v1",
             TreeName::Outbox => "outbox_v1",
             TreeName::DeliveryLog => "delivery_log_v1",
+            TreeName::Resources => "resources_v1",
         }
     }
 
@@ -101,6 +105,22 @@ pub fn audit(org: OrgId, id: AuditId) -> [u8; 32] {
 /// Key of a delivery-log record.
 pub fn delivery_log(org: OrgId, id: LogId) -> [u8; 32] {
     pair(org.as_bytes(), id.as_bytes())
+}
+
+/// The key prefix of `org`'s resources of one kind.
+pub fn resource_prefix(org: OrgId, kind: u8) -> [u8; 17] {
+    let mut key = [0u8; 17];
+    key[..16].copy_from_slice(org.as_bytes());
+    key[16] = kind;
+    key
+}
+
+/// Key of a workspace resource.
+pub fn resource(org: OrgId, kind: u8, id: ResourceId) -> [u8; 33] {
+    let mut key = [0u8; 33];
+    key[..17].copy_from_slice(&resource_prefix(org, kind));
+    key[17..].copy_from_slice(id.as_bytes());
+    key
 }
 
 /// Key of a token-id index entry.

@@ -23,7 +23,7 @@ use crate::domain::organization::Organization;
 use crate::domain::role::Role;
 use crate::domain::user::{TokenRecord, User};
 use crate::domain::webhook::WebhookEndpoint;
-use crate::ids::{AuditId, DeliveryId, LogId, OrgId, RoleId};
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, RoleId};
 use codec::{decode, encode};
 use group_commit::GroupCommit;
 use keys::TreeName;
@@ -73,6 +73,26 @@ pub enum Write {
     DeleteJob(DeliveryId),
     /// Append a delivery-log record.
     Log(LogRecord),
+    /// Insert or replace a workspace resource (value already encoded).
+    PutResource {
+        /// Owner.
+        org: OrgId,
+        /// Resource kind tag.
+        kind: u8,
+        /// Resource id.
+        id: ResourceId,
+        /// Encoded value ([`codec::encode`]).
+        value: Vec<u8>,
+    },
+    /// Remove a workspace resource.
+    DeleteResource {
+        /// Owner.
+        org: OrgId,
+        /// Resource kind tag.
+        kind: u8,
+        /// Resource id.
+        id: ResourceId,
+    },
 }
 
 /// Everything loaded at start.
@@ -143,6 +163,79 @@ impl Storage {
         })
     }
 
+    /// Runs `decide` inside one transaction: it reads what it needs through
+    /// the [`TxReader`] and returns the writes to apply with a result. sled
+    /// may run it more than once (on conflict), so it must not have effects.
+    pub fn transact<R, E: From<StorageError>>(
+        &self,
+        decide: impl Fn(&TxReader<'_>) -> Result<(Vec<Write>, R), E>,
+    ) -> Result<R, E> {
+        let result = self
+            .trees
+            .as_slice()
+            .transaction(|views: &Vec<TransactionalTree>| {
+                let reader = TxReader { views };
+                let (writes, outcome) = decide(&reader)
+                    .map_err(|err| ConflictableTransactionError::Abort(Aborted::Decided(err)))?;
+                for write in &writes {
+                    apply(views, write).map_err(|err| match err {
+                        ConflictableTransactionError::Abort(err) => {
+                            ConflictableTransactionError::Abort(Aborted::Storage(err))
+                        }
+                        ConflictableTransactionError::Conflict => {
+                            ConflictableTransactionError::Conflict
+                        }
+                        ConflictableTransactionError::Storage(err) => {
+                            ConflictableTransactionError::Storage(err)
+                        }
+                    })?;
+                }
+                Ok(outcome)
+            });
+        result.map_err(|err| match err {
+            TransactionError::Abort(Aborted::Decided(err)) => err,
+            TransactionError::Abort(Aborted::Storage(err)) => E::from(err),
+            TransactionError::Storage(err) => E::from(StorageError::Engine(err)),
+        })
+    }
+
+    /// A workspace resource of `org`, outside any transaction.
+    pub fn resource<T: serde::de::DeserializeOwned>(
+        &self,
+        org: OrgId,
+        kind: u8,
+        id: ResourceId,
+    ) -> Result<Option<T>, StorageError> {
+        match self
+            .tree(TreeName::Resources)
+            .get(keys::resource(org, kind, id))?
+        {
+            Some(bytes) => decode(&bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// One page of `org`'s resources of `kind`, newest first, strictly
+    /// before `before` when given.
+    pub fn resource_page<T: serde::de::DeserializeOwned>(
+        &self,
+        org: OrgId,
+        kind: u8,
+        before: Option<ResourceId>,
+        limit: usize,
+        filter: impl Fn(&T) -> bool,
+    ) -> Result<(Vec<T>, bool), StorageError> {
+        let prefix = keys::resource_prefix(org, kind);
+        let before = before.map(|id| keys::resource(org, kind, id));
+        self.newest_first(
+            TreeName::Resources,
+            &prefix,
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            filter,
+        )
+    }
+
     /// Resolves once every commit made before the call is on disk.
     pub async fn durable(&self) -> Result<(), StorageError> {
         self.flusher.durable().await.map_err(StorageError::Flush)
@@ -204,7 +297,7 @@ impl Storage {
         let before = before.map(|id| keys::audit(org, id));
         self.newest_first(
             TreeName::Audit,
-            org,
+            org.as_bytes(),
             before.as_ref().map(|k| k.as_slice()),
             limit,
             filter,
@@ -223,7 +316,7 @@ impl Storage {
         let before = before.map(|id| keys::delivery_log(org, id));
         self.newest_first(
             TreeName::DeliveryLog,
-            org,
+            org.as_bytes(),
             before.as_ref().map(|k| k.as_slice()),
             limit,
             filter,
@@ -262,15 +355,19 @@ impl Storage {
     fn newest_first<T: serde::de::DeserializeOwned>(
         &self,
         tree: TreeName,
-        org: OrgId,
+        prefix: &[u8],
         before: Option<&[u8]>,
         limit: usize,
         filter: impl Fn(&T) -> bool,
     ) -> Result<(Vec<T>, bool), StorageError> {
-        let start = org.as_bytes().to_vec();
+        let start = prefix.to_vec();
         let end = match before {
             Some(key) => key.to_vec(),
-            None => keys::pair(org.as_bytes(), &[0xff; 16]).to_vec(),
+            None => {
+                let mut end = prefix.to_vec();
+                end.extend_from_slice(&[0xff; 17]);
+                end
+            }
         };
         let mut records = Vec::new();
         for entry in self.tree(tree).range(start..end).rev() {
@@ -308,6 +405,37 @@ impl Storage {
             .values()
             .map(|v| decode(&v?))
             .collect()
+    }
+}
+
+/// Why a [`Storage::transact`] was aborted.
+enum Aborted<E> {
+    /// The decision refused.
+    Decided(E),
+    /// A write was refused by storage.
+    Storage(StorageError),
+}
+
+/// Reads inside a [`Storage::transact`].
+pub struct TxReader<'a> {
+    views: &'a [TransactionalTree],
+}
+
+impl TxReader<'_> {
+    /// A workspace resource of `org`, as of this transaction.
+    pub fn resource<T: serde::de::DeserializeOwned>(
+        &self,
+        org: OrgId,
+        kind: u8,
+        id: ResourceId,
+    ) -> Result<Option<T>, StorageError> {
+        let value = view(self.views, TreeName::Resources)
+            .get(keys::resource(org, kind, id).as_slice())
+            .map_err(|err| StorageError::Codec(format!("transactional read: {err:?}")))?;
+        match value {
+            Some(bytes) => decode(&bytes).map(Some),
+            None => Ok(None),
+        }
     }
 }
 
@@ -352,6 +480,22 @@ fn apply(views: &[TransactionalTree], write: &Write) -> TxResult<()> {
         Write::Log(record) => {
             let key = keys::delivery_log(record.organization_id, record.id);
             view(views, TreeName::DeliveryLog).insert(key.as_slice(), enc(record)?)?;
+            Ok(())
+        }
+        Write::PutResource {
+            org,
+            kind,
+            id,
+            value,
+        } => {
+            view(views, TreeName::Resources).insert(
+                keys::resource(*org, *kind, *id).as_slice(),
+                value.as_slice(),
+            )?;
+            Ok(())
+        }
+        Write::DeleteResource { org, kind, id } => {
+            view(views, TreeName::Resources).remove(keys::resource(*org, *kind, *id).as_slice())?;
             Ok(())
         }
     }

@@ -2,14 +2,21 @@
 //! OpenAPI document is collected from those same registrations.
 
 pub mod admin;
+pub mod analyses;
 pub mod audit;
+pub mod capsules;
+pub mod decisions;
 pub mod fallback;
 pub mod health;
+pub mod imports;
 pub mod me;
 pub mod members;
+pub mod memories;
 pub mod openapi;
 pub mod organizations;
+pub mod projects;
 pub mod roles;
+pub mod tasks;
 pub mod webhook;
 
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -25,4 +32,11 @@ pub fn configure(cfg: &mut ServiceConfig) {
     members::configure(cfg);
     audit::configure(cfg);
     webhook::configure(cfg);
+    decisions::configure(cfg);
+    tasks::configure(cfg);
+    memories::configure(cfg);
+    projects::configure(cfg);
+    capsules::configure(cfg);
+    imports::configure(cfg);
+    analyses::configure(cfg);
 }

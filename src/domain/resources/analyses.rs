@@ -1,0 +1,114 @@
+//! Pull-request analyses (CONTRACT §7): the scanner reports findings that
+//! name decisions; an admin accepts the results.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::domain::error::ApiError;
+use crate::domain::resources::fields;
+use crate::domain::resources::Resource;
+use crate::ids::ResourceId;
+use crate::time::Timestamp;
+
+/// Most findings in one analysis.
+pub const FINDINGS_MAX: usize = 100;
+
+/// An analysis' status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AnalysisStatus {
+    /// Reported, awaiting review.
+    Proposed,
+    /// Accepted by an admin.
+    Accepted,
+}
+
+/// One finding: a change that concerns a decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    /// A decision of the same organization.
+    pub decision_id: ResourceId,
+    /// What the change does (1..=2000 characters).
+    pub summary: String,
+}
+
+/// An analysis; also its REST representation and its events' `data`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Analysis {
+    /// Id.
+    pub id: ResourceId,
+    /// The repository (1..=200 characters).
+    pub repository: String,
+    /// The pull request's number.
+    pub number: u64,
+    /// Findings.
+    pub findings: Vec<Finding>,
+    /// Status.
+    pub status: AnalysisStatus,
+    /// When it was reported.
+    pub created_at: Timestamp,
+}
+
+impl Resource for Analysis {
+    const KIND: u8 = 7;
+    const NAME: &'static str = "analysis";
+    fn id(&self) -> ResourceId {
+        self.id
+    }
+    fn touch(&mut self, _: Timestamp) {}
+}
+
+/// Body of `POST …/pull-requests/analyses`.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReportAnalysis {
+    repository: String,
+    number: u64,
+    findings: Vec<Finding>,
+}
+
+impl ReportAnalysis {
+    /// A validated proposed analysis (decision references are checked by the caller).
+    pub fn build(self) -> Result<Analysis, ApiError> {
+        if self.number == 0 {
+            return Err(ApiError::invalid("number", "must be at least 1"));
+        }
+        if self.findings.len() > FINDINGS_MAX {
+            return Err(ApiError::invalid(
+                "findings",
+                format!("must have at most {FINDINGS_MAX} entries"),
+            ));
+        }
+        let findings = self
+            .findings
+            .into_iter()
+            .map(|f| {
+                Ok(Finding {
+                    summary: fields::short_text("findings.summary", &f.summary, 2000)?,
+                    ..f
+                })
+            })
+            .collect::<Result<Vec<_>, ApiError>>()?;
+        Ok(Analysis {
+            id: ResourceId::generate(),
+            repository: fields::title("repository", &self.repository)?,
+            number: self.number,
+            findings,
+            status: AnalysisStatus::Proposed,
+            created_at: Timestamp::now(),
+        })
+    }
+}
+
+/// `pr.violation_detected` data: the analysis plus the violating finding.
+pub fn violation_data(analysis: &Analysis, finding: &Finding) -> serde_json::Value {
+    let mut data = serde_json::to_value(analysis).unwrap_or_default();
+    if let Some(object) = data.as_object_mut() {
+        object.insert(
+            "finding".into(),
+            serde_json::to_value(finding).unwrap_or_default(),
+        );
+    }
+    data
+}

@@ -1,0 +1,55 @@
+//! Helpers shared by the workspace-resource routes.
+
+use actix_web::{HttpRequest, HttpResponse};
+use utoipa::ToSchema;
+
+use crate::domain::error::ApiError;
+use crate::domain::resources::routes::RouteSpec;
+use crate::domain::resources::Resource;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::{encode_cursor, ListQuery, Page};
+use crate::http::{path_id, AppContext};
+use crate::ids::ResourceId;
+use crate::workspace::Workspace;
+
+impl OrgAccess {
+    /// 403 FORBIDDEN unless the caller holds every key `route` needs.
+    pub fn allow(&self, route: RouteSpec) -> Result<(), ApiError> {
+        route.requires.iter().try_for_each(|key| self.require(*key))
+    }
+
+    /// The organization's resources, as seen by this request.
+    pub fn workspace<'a>(&'a self, ctx: &'a AppContext) -> Workspace<'a> {
+        Workspace::new(&ctx.services, &self.state)
+    }
+}
+
+/// A resource id from the path: 404 naming the kind when malformed.
+pub fn resource_id<T: Resource>(raw: &str) -> Result<ResourceId, ApiError> {
+    path_id(raw, T::NAME, ResourceId::parse)
+}
+
+/// A newest-first page of the organization's resources of kind `T` that
+/// pass `filter`.
+pub fn list<T: Resource + ToSchema>(
+    ctx: &AppContext,
+    access: &OrgAccess,
+    req: &HttpRequest,
+    filter: impl Fn(&T) -> bool,
+) -> Result<HttpResponse, ApiError> {
+    let query = ListQuery::parse(req)?;
+    let before = query.cursor_id(ResourceId::from_slice)?;
+    let (items, more) = ctx.services.storage.resource_page::<T>(
+        access.org_id(),
+        T::KIND,
+        before,
+        query.limit_or_default(),
+        filter,
+    )?;
+    let next_cursor = if more {
+        items.last().map(|r| encode_cursor(r.id().as_bytes()))
+    } else {
+        None
+    };
+    Ok(HttpResponse::Ok().json(Page { items, next_cursor }))
+}

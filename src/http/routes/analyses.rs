@@ -1,0 +1,116 @@
+//! Pull-request analyses: `/organizations/{org_id}/pull-requests/analyses…` (CONTRACT §7).
+
+use actix_web::{get, post, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
+use crate::domain::resources::analyses::{
+    violation_data, Analysis, AnalysisStatus, ReportAnalysis,
+};
+use crate::domain::resources::decisions::{Decision, DecisionStatus};
+use crate::domain::resources::routes::*;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::Page;
+use crate::http::problem::Problem;
+use crate::http::resources::{list, resource_id};
+use crate::http::AppContext;
+use crate::workspace::Changed;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(report)
+        .service(list_all)
+        .service(get_one)
+        .service(accept);
+}
+
+/// The scanner reports an analysis; fires `pr.analysis_completed`, then one
+/// `pr.violation_detected` per finding whose decision is ACCEPTED. 422 when a
+/// finding names no decision of this organization.
+#[utoipa::path(tag = "pull-requests", security(("bearer" = [])), request_body = ReportAnalysis, params(("org_id" = String, Path)),
+    responses((status = 201, body = Analysis), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 404, body = Problem), (status = 422, body = Problem)))]
+#[post("/organizations/{org_id}/pull-requests/analyses")]
+async fn report(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(ANALYSES_CREATE)?;
+    let analysis = input.parse::<ReportAnalysis>()?.build()?;
+    let workspace = access.workspace(&ctx);
+    let mut changed = Changed::new(analysis.clone()).emit(EventKind::PrAnalysisCompleted);
+    for finding in &analysis.findings {
+        let decision: Decision = workspace
+            .get(finding.decision_id)
+            .map_err(|_| ApiError::UnknownReference("decision", "findings.decision_id"))?;
+        if decision.status == DecisionStatus::Accepted {
+            changed = changed.emit_data(
+                EventKind::PrViolationDetected,
+                violation_data(&analysis, finding),
+            );
+        }
+    }
+    let created = workspace.create(changed).await?;
+    Ok(HttpResponse::Created().json(created))
+}
+
+/// Analyses, newest first.
+#[utoipa::path(tag = "pull-requests", security(("bearer" = [])),
+    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = Page<Analysis>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/pull-requests/analyses")]
+async fn list_all(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(ANALYSES_LIST)?;
+    list::<Analysis>(&ctx, &access, &req, |_| true)
+}
+
+/// One analysis.
+#[utoipa::path(tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/pull-requests/analyses/{id}")]
+async fn get_one(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let analysis: Analysis = access
+        .workspace(&ctx)
+        .get(resource_id::<Analysis>(&path.1)?)?;
+    access.allow(ANALYSES_GET)?;
+    Ok(HttpResponse::Ok().json(analysis))
+}
+
+/// Accepts the proposed findings; fires `pr.results_accepted` (409 when already accepted).
+#[utoipa::path(tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[post("/organizations/{org_id}/pull-requests/analyses/{id}/accept")]
+async fn accept(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Analysis>(&path.1)?;
+    workspace.get::<Analysis>(id)?;
+    access.allow(ANALYSES_ACCEPT)?;
+    let accepted = workspace
+        .update(id, |mut analysis: Analysis| {
+            if analysis.status == AnalysisStatus::Accepted {
+                return Err(ApiError::InvalidTransition {
+                    from: "accepted".into(),
+                    to: "accepted".into(),
+                });
+            }
+            analysis.status = AnalysisStatus::Accepted;
+            Ok(Changed::new(analysis).emit(EventKind::PrResultsAccepted))
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(accepted))
+}

@@ -1,0 +1,176 @@
+//! Capsules: `/organizations/{org_id}/capsules…` (CONTRACT §7).
+
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
+use crate::domain::resources::capsules::{Capsule, CreateCapsule, SupersedeCapsule, UpdateCapsule};
+use crate::domain::resources::routes::*;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::Page;
+use crate::http::problem::Problem;
+use crate::http::resources::{list, resource_id};
+use crate::http::AppContext;
+use crate::workspace::Changed;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create)
+        .service(list_all)
+        .service(get_one)
+        .service(update)
+        .service(freeze)
+        .service(supersede)
+        .service(remove);
+}
+
+/// Creates a capsule; fires `capsule.created`.
+#[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = CreateCapsule, params(("org_id" = String, Path)),
+    responses((status = 201, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[post("/organizations/{org_id}/capsules")]
+async fn create(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(CAPSULES_CREATE)?;
+    let capsule = input.parse::<CreateCapsule>()?.build(access.org_id())?;
+    let created = access
+        .workspace(&ctx)
+        .create(Changed::new(capsule).emit(EventKind::CapsuleCreated))
+        .await?;
+    Ok(HttpResponse::Created().json(created))
+}
+
+/// Capsules, newest first.
+#[utoipa::path(tag = "capsules", security(("bearer" = [])),
+    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = Page<Capsule>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/capsules")]
+async fn list_all(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(CAPSULES_LIST)?;
+    list::<Capsule>(&ctx, &access, &req, |_| true)
+}
+
+/// One capsule.
+#[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Capsule), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/capsules/{id}")]
+async fn get_one(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let capsule: Capsule = access
+        .workspace(&ctx)
+        .get(resource_id::<Capsule>(&path.1)?)?;
+    access.allow(CAPSULES_GET)?;
+    Ok(HttpResponse::Ok().json(capsule))
+}
+
+/// Edits title, body, scope or attachments (409 CAPSULE_FROZEN when frozen); fires `capsule.updated`.
+#[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = UpdateCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[patch("/organizations/{org_id}/capsules/{id}")]
+async fn update(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Capsule>(&path.1)?;
+    workspace.get::<Capsule>(id)?;
+    access.allow(CAPSULES_UPDATE)?;
+    let apply = input.parse::<UpdateCapsule>()?.validate()?;
+    let updated = workspace
+        .edit(id, apply, Some(EventKind::CapsuleUpdated))
+        .await?;
+    Ok(HttpResponse::Ok().json(updated))
+}
+
+/// Freezes a capsule (no-op when frozen); fires `capsule.updated`.
+#[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Capsule), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[post("/organizations/{org_id}/capsules/{id}/freeze")]
+async fn freeze(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Capsule>(&path.1)?;
+    workspace.get::<Capsule>(id)?;
+    access.allow(CAPSULES_FREEZE)?;
+    let frozen = workspace
+        .edit(
+            id,
+            |c: &Capsule| {
+                Ok(Capsule {
+                    frozen: true,
+                    ..c.clone()
+                })
+            },
+            Some(EventKind::CapsuleUpdated),
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(frozen))
+}
+
+/// Creates the successor and freezes this capsule, pointing to it; fires `capsule.created`
+/// (the successor) then `capsule.updated` (this one). Answers the successor.
+#[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = SupersedeCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 201, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[post("/organizations/{org_id}/capsules/{id}/supersede")]
+async fn supersede(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Capsule>(&path.1)?;
+    workspace.get::<Capsule>(id)?;
+    access.allow(CAPSULES_SUPERSEDE)?;
+    let succession = input.parse::<SupersedeCapsule>()?.validate()?;
+    let replaced = workspace
+        .update(id, |old: Capsule| {
+            let (successor, replaced) = succession.apply(&old)?;
+            Changed::new(replaced)
+                .also(&successor, EventKind::CapsuleCreated, &access.state)
+                .map(|c| c.emit(EventKind::CapsuleUpdated))
+        })
+        .await?;
+    let successor_id = replaced
+        .superseded_by
+        .ok_or(ApiError::NotFound("capsule"))?;
+    let successor: Capsule = workspace.get(successor_id)?;
+    Ok(HttpResponse::Created().json(successor))
+}
+
+/// Deletes a capsule (needs all four capsules keys); fires `capsule.deleted`.
+#[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[delete("/organizations/{org_id}/capsules/{id}")]
+async fn remove(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Capsule>(&path.1)?;
+    workspace.get::<Capsule>(id)?;
+    access.allow(CAPSULES_DELETE)?;
+    workspace
+        .delete::<Capsule>(id, Some(EventKind::CapsuleDeleted))
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,155 @@
+//! Decisions: `/organizations/{org_id}/decisions…` (CONTRACT §7).
+
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
+use crate::domain::resources::decisions::{
+    move_permission, ChangeStatus, CreateDecision, Decision, UpdateDecision,
+};
+use crate::domain::resources::routes::*;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::Page;
+use crate::http::problem::Problem;
+use crate::http::resources::{list, resource_id};
+use crate::http::AppContext;
+use crate::time::Timestamp;
+use crate::workspace::Changed;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create)
+        .service(list_all)
+        .service(get_one)
+        .service(update)
+        .service(remove)
+        .service(change_status);
+}
+
+/// Records a decision (DRAFT or PENDING); fires `decision.created`.
+#[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = CreateDecision, params(("org_id" = String, Path)),
+    responses((status = 201, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[post("/organizations/{org_id}/decisions")]
+async fn create(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(DECISIONS_CREATE)?;
+    let decision = input
+        .parse::<CreateDecision>()?
+        .build(access.org_id(), access.user)?;
+    let created = access
+        .workspace(&ctx)
+        .create(Changed::new(decision).emit(EventKind::DecisionCreated))
+        .await?;
+    Ok(HttpResponse::Created().json(created))
+}
+
+/// Decisions, newest first.
+#[utoipa::path(tag = "decisions", security(("bearer" = [])),
+    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = Page<Decision>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/decisions")]
+async fn list_all(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(DECISIONS_LIST)?;
+    list::<Decision>(&ctx, &access, &req, |_| true)
+}
+
+/// One decision.
+#[utoipa::path(tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Decision), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/decisions/{id}")]
+async fn get_one(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let decision: Decision = access
+        .workspace(&ctx)
+        .get(resource_id::<Decision>(&path.1)?)?;
+    access.allow(DECISIONS_GET)?;
+    Ok(HttpResponse::Ok().json(decision))
+}
+
+/// Edits title, statement, rationale, tags or links; fires `decision.updated` when something changed.
+#[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = UpdateDecision, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[patch("/organizations/{org_id}/decisions/{id}")]
+async fn update(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Decision>(&path.1)?;
+    workspace.get::<Decision>(id)?;
+    access.allow(DECISIONS_UPDATE)?;
+    let apply = input.parse::<UpdateDecision>()?.validate()?;
+    let updated = workspace
+        .edit(
+            id,
+            |d: &Decision| Ok(apply(d)),
+            Some(EventKind::DecisionUpdated),
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(updated))
+}
+
+/// Deletes a decision; fires `decision.deleted` with its last representation.
+#[utoipa::path(tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[delete("/organizations/{org_id}/decisions/{id}")]
+async fn remove(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Decision>(&path.1)?;
+    workspace.get::<Decision>(id)?;
+    access.allow(DECISIONS_DELETE)?;
+    workspace
+        .delete::<Decision>(id, Some(EventKind::DecisionDeleted))
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Moves the status (DRAFT→PENDING `update`; PENDING→ACCEPTED `accept`; PENDING→REJECTED `reject`;
+/// PENDING or ACCEPTED→DEPRECATED `deprecate`); fires `decision.status_changed`.
+#[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = ChangeStatus, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[post("/organizations/{org_id}/decisions/{id}/status")]
+async fn change_status(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Decision>(&path.1)?;
+    let current: Decision = workspace.get(id)?;
+    let target = input.parse::<ChangeStatus>()?.status;
+    // The key depends on the move; an impossible move is a 409 whatever the caller holds.
+    if let Ok(key) = move_permission(current.status, target) {
+        access.require(key)?;
+    }
+    let moved = workspace
+        .update(id, |mut decision: Decision| {
+            let key = move_permission(decision.status, target)?;
+            access.require(key)?;
+            decision.status = target;
+            decision.updated_at = Timestamp::now();
+            Ok(Changed::new(decision).emit(EventKind::DecisionStatusChanged))
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(moved))
+}

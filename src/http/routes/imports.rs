@@ -1,0 +1,135 @@
+//! Imports: `/organizations/{org_id}/projects/{id}/imports` and `/imports/{id}…` (CONTRACT §7).
+
+use actix_web::{get, post, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
+use crate::domain::resources::imports::{finish, Import, ImportResult, ImportStatus, StartImport};
+use crate::domain::resources::projects::Project;
+use crate::domain::resources::routes::*;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::Page;
+use crate::http::problem::Problem;
+use crate::http::resources::{list, resource_id};
+use crate::http::AppContext;
+use crate::workspace::Changed;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(start)
+        .service(list_for_project)
+        .service(get_one)
+        .service(cancel)
+        .service(result);
+}
+
+/// Starts an import into a project (status running).
+#[utoipa::path(tag = "imports", security(("bearer" = [])), request_body = StartImport, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 202, body = Import), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[post("/organizations/{org_id}/projects/{id}/imports")]
+async fn start(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let project: Project = workspace.get(resource_id::<Project>(&path.1)?)?;
+    access.allow(IMPORTS_START)?;
+    let import = input.parse::<StartImport>()?.build(project.id)?;
+    let started = workspace.create(Changed::new(import)).await?;
+    Ok(HttpResponse::Accepted().json(started))
+}
+
+/// A project's imports, newest first.
+#[utoipa::path(tag = "imports", security(("bearer" = [])),
+    params(("org_id" = String, Path), ("id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = Page<Import>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/projects/{id}/imports")]
+async fn list_for_project(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let project: Project = access
+        .workspace(&ctx)
+        .get(resource_id::<Project>(&path.1)?)?;
+    access.allow(IMPORTS_LIST)?;
+    list::<Import>(&ctx, &access, &req, |import| {
+        import.project_id == project.id
+    })
+}
+
+/// One import.
+#[utoipa::path(tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Import), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/imports/{id}")]
+async fn get_one(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let import: Import = access
+        .workspace(&ctx)
+        .get(resource_id::<Import>(&path.1)?)?;
+    access.allow(IMPORTS_GET)?;
+    Ok(HttpResponse::Ok().json(import))
+}
+
+/// Cancels a running import (409 INVALID_TRANSITION when it finished).
+#[utoipa::path(tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Import), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[post("/organizations/{org_id}/imports/{id}/cancel")]
+async fn cancel(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Import>(&path.1)?;
+    workspace.get::<Import>(id)?;
+    access.allow(IMPORTS_CANCEL)?;
+    let cancelled = workspace
+        .update(id, |import: Import| {
+            Ok(Changed::new(finish(
+                &import,
+                ImportStatus::Cancelled,
+                None,
+            )?))
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(cancelled))
+}
+
+/// The importer reports the outcome; fires `project.import_completed` or
+/// `project.import_failed` (with `failure_reason`). 409 when already finished.
+#[utoipa::path(tag = "imports", security(("bearer" = [])), request_body = ImportResult, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Import), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[post("/organizations/{org_id}/imports/{id}/result")]
+async fn result(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Import>(&path.1)?;
+    workspace.get::<Import>(id)?;
+    access.allow(IMPORTS_RESULT)?;
+    let (status, reason) = input.parse::<ImportResult>()?.validate()?;
+    let event = if status == ImportStatus::Completed {
+        EventKind::ProjectImportCompleted
+    } else {
+        EventKind::ProjectImportFailed
+    };
+    let finished = workspace
+        .update(id, |import: Import| {
+            Ok(Changed::new(finish(&import, status, reason.clone())?).emit(event))
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(finished))
+}

@@ -1,0 +1,117 @@
+//! Memories: `/organizations/{org_id}/memories…` (CONTRACT §7).
+
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
+use crate::domain::resources::memories::{CreateMemory, Memory, UpdateMemory};
+use crate::domain::resources::routes::*;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::Page;
+use crate::http::problem::Problem;
+use crate::http::resources::{list, resource_id};
+use crate::http::AppContext;
+use crate::workspace::Changed;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create)
+        .service(list_all)
+        .service(get_one)
+        .service(update)
+        .service(remove);
+}
+
+/// Captures a memory; fires `memory.created`.
+#[utoipa::path(tag = "memories", security(("bearer" = [])), request_body = CreateMemory, params(("org_id" = String, Path)),
+    responses((status = 201, body = Memory), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[post("/organizations/{org_id}/memories")]
+async fn create(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(MEMORIES_CREATE)?;
+    let memory = input.parse::<CreateMemory>()?.build(access.org_id())?;
+    let created = access
+        .workspace(&ctx)
+        .create(Changed::new(memory).emit(EventKind::MemoryCreated))
+        .await?;
+    Ok(HttpResponse::Created().json(created))
+}
+
+/// Memories, newest first.
+#[utoipa::path(tag = "memories", security(("bearer" = [])),
+    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = Page<Memory>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/memories")]
+async fn list_all(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(MEMORIES_LIST)?;
+    list::<Memory>(&ctx, &access, &req, |_| true)
+}
+
+/// One memory.
+#[utoipa::path(tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Memory), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/memories/{id}")]
+async fn get_one(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let memory: Memory = access
+        .workspace(&ctx)
+        .get(resource_id::<Memory>(&path.1)?)?;
+    access.allow(MEMORIES_GET)?;
+    Ok(HttpResponse::Ok().json(memory))
+}
+
+/// Edits content or metadata; fires `memory.updated` when something changed.
+#[utoipa::path(tag = "memories", security(("bearer" = [])), request_body = UpdateMemory, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Memory), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[patch("/organizations/{org_id}/memories/{id}")]
+async fn update(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Memory>(&path.1)?;
+    workspace.get::<Memory>(id)?;
+    access.allow(MEMORIES_UPDATE)?;
+    let apply = input.parse::<UpdateMemory>()?.validate()?;
+    let updated = workspace
+        .edit(
+            id,
+            |m: &Memory| Ok(apply(m)),
+            Some(EventKind::MemoryUpdated),
+        )
+        .await?;
+    Ok(HttpResponse::Ok().json(updated))
+}
+
+/// Deletes a memory; fires `memory.deleted` with its last representation.
+#[utoipa::path(tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[delete("/organizations/{org_id}/memories/{id}")]
+async fn remove(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Memory>(&path.1)?;
+    workspace.get::<Memory>(id)?;
+    access.allow(MEMORIES_DELETE)?;
+    workspace
+        .delete::<Memory>(id, Some(EventKind::MemoryDeleted))
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
+}

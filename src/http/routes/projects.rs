@@ -1,0 +1,109 @@
+//! Projects: `/organizations/{org_id}/projects…` (CONTRACT §7).
+
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
+use crate::domain::resources::projects::{CreateProject, Project, UpdateProject};
+use crate::domain::resources::routes::*;
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::Page;
+use crate::http::problem::Problem;
+use crate::http::resources::{list, resource_id};
+use crate::http::AppContext;
+use crate::workspace::Changed;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create)
+        .service(list_all)
+        .service(get_one)
+        .service(update)
+        .service(remove);
+}
+
+/// Adds a project; fires `project.created`.
+#[utoipa::path(tag = "projects", security(("bearer" = [])), request_body = CreateProject, params(("org_id" = String, Path)),
+    responses((status = 201, body = Project), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[post("/organizations/{org_id}/projects")]
+async fn create(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(PROJECTS_CREATE)?;
+    let project = input.parse::<CreateProject>()?.build(access.org_id())?;
+    let created = access
+        .workspace(&ctx)
+        .create(Changed::new(project).emit(EventKind::ProjectCreated))
+        .await?;
+    Ok(HttpResponse::Created().json(created))
+}
+
+/// Projects, newest first.
+#[utoipa::path(tag = "projects", security(("bearer" = [])),
+    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = Page<Project>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/projects")]
+async fn list_all(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(PROJECTS_LIST)?;
+    list::<Project>(&ctx, &access, &req, |_| true)
+}
+
+/// One project.
+#[utoipa::path(tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Project), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/projects/{id}")]
+async fn get_one(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let project: Project = access
+        .workspace(&ctx)
+        .get(resource_id::<Project>(&path.1)?)?;
+    access.allow(PROJECTS_GET)?;
+    Ok(HttpResponse::Ok().json(project))
+}
+
+/// Renames a project or changes its repository.
+#[utoipa::path(tag = "projects", security(("bearer" = [])), request_body = UpdateProject, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Project), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[patch("/organizations/{org_id}/projects/{id}")]
+async fn update(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Project>(&path.1)?;
+    workspace.get::<Project>(id)?;
+    access.allow(PROJECTS_UPDATE)?;
+    let apply = input.parse::<UpdateProject>()?.validate()?;
+    let updated = workspace.edit(id, |p: &Project| Ok(apply(p)), None).await?;
+    Ok(HttpResponse::Ok().json(updated))
+}
+
+/// Deletes a project.
+#[utoipa::path(tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[delete("/organizations/{org_id}/projects/{id}")]
+async fn remove(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Project>(&path.1)?;
+    workspace.get::<Project>(id)?;
+    access.allow(PROJECTS_DELETE)?;
+    workspace.delete::<Project>(id, None).await?;
+    Ok(HttpResponse::NoContent().finish())
+}

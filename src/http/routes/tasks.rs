@@ -1,0 +1,141 @@
+//! Tasks: `/organizations/{org_id}/tasks…` (CONTRACT §7).
+
+use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
+use crate::domain::resources::projects::Project;
+use crate::domain::resources::routes::*;
+use crate::domain::resources::tasks::{CreateTask, Task, TaskStatus, UpdateTask};
+use crate::http::body::JsonInput;
+use crate::http::extract::OrgAccess;
+use crate::http::paging::Page;
+use crate::http::problem::Problem;
+use crate::http::resources::{list, resource_id};
+use crate::http::AppContext;
+use crate::ids::ResourceId;
+use crate::time::Timestamp;
+use crate::workspace::Changed;
+
+/// Registers the routes.
+pub fn configure(cfg: &mut ServiceConfig) {
+    cfg.service(create)
+        .service(list_all)
+        .service(get_one)
+        .service(update)
+        .service(remove);
+}
+
+/// Opens a task; fires `task.created`.
+#[utoipa::path(tag = "tasks", security(("bearer" = [])), request_body = CreateTask, params(("org_id" = String, Path)),
+    responses((status = 201, body = Task), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 404, body = Problem), (status = 422, body = Problem)))]
+#[post("/organizations/{org_id}/tasks")]
+async fn create(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(TASKS_CREATE)?;
+    let body: CreateTask = input.parse()?;
+    let workspace = access.workspace(&ctx);
+    let project = match &body.project_id {
+        None => None,
+        Some(raw) => {
+            let id = ResourceId::parse(raw)
+                .ok_or_else(|| ApiError::invalid("project_id", "must be a project id (UUID)"))?;
+            workspace
+                .get::<Project>(id)
+                .map_err(|_| ApiError::UnknownReference("project", "project_id"))?;
+            Some(id)
+        }
+    };
+    let task = body.build(access.org_id(), project)?;
+    let created = workspace
+        .create(Changed::new(task).emit(EventKind::TaskCreated))
+        .await?;
+    Ok(HttpResponse::Created().json(created))
+}
+
+/// Tasks, newest first.
+#[utoipa::path(tag = "tasks", security(("bearer" = [])),
+    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = Page<Task>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/tasks")]
+async fn list_all(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    access.allow(TASKS_LIST)?;
+    list::<Task>(&ctx, &access, &req, |_| true)
+}
+
+/// One task.
+#[utoipa::path(tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Task), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[get("/organizations/{org_id}/tasks/{id}")]
+async fn get_one(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let task: Task = access.workspace(&ctx).get(resource_id::<Task>(&path.1)?)?;
+    access.allow(TASKS_GET)?;
+    Ok(HttpResponse::Ok().json(task))
+}
+
+/// Edits title, description or status (adjacent moves only); a status move fires
+/// `task.status_changed`, and a move to done then `task.completed`.
+#[utoipa::path(tag = "tasks", security(("bearer" = [])), request_body = UpdateTask, params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 200, body = Task), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
+        (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[patch("/organizations/{org_id}/tasks/{id}")]
+async fn update(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+    JsonInput(input): JsonInput,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Task>(&path.1)?;
+    workspace.get::<Task>(id)?;
+    access.allow(TASKS_UPDATE)?;
+    let patch = input.parse::<UpdateTask>()?.validate()?;
+    let updated = workspace
+        .update(id, |current: Task| {
+            let (next, moved) = patch.apply(&current, Timestamp::now())?;
+            let mut changed = Changed::new(next);
+            if moved {
+                changed = changed.emit(EventKind::TaskStatusChanged);
+                if current.status != TaskStatus::Done && changed_status_is_done(&changed) {
+                    changed = changed.emit(EventKind::TaskCompleted);
+                }
+            }
+            Ok(changed)
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(updated))
+}
+
+fn changed_status_is_done(changed: &Changed<Task>) -> bool {
+    changed.value().status == TaskStatus::Done
+}
+
+/// Deletes a task.
+#[utoipa::path(tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[delete("/organizations/{org_id}/tasks/{id}")]
+async fn remove(
+    access: OrgAccess,
+    ctx: web::Data<AppContext>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let workspace = access.workspace(&ctx);
+    let id = resource_id::<Task>(&path.1)?;
+    workspace.get::<Task>(id)?;
+    access.allow(TASKS_DELETE)?;
+    workspace.delete::<Task>(id, None).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
