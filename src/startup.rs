@@ -138,9 +138,9 @@ impl Application {
         self.services.clone()
     }
 
-    /// How many organization actors are running.
-    pub fn live_org_actors(&self) -> usize {
-        self.registry.live_actors()
+    /// The organization actors' registry (for tests and tools that inspect it).
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.clone()
     }
 
     /// Serves until stopped (by [`ServerHandle::stop`]), then lets in-flight

@@ -86,6 +86,7 @@ pub struct TestApp {
     pub client: awc::Client,
     pub handle: actix_web::dev::ServerHandle,
     pub app_services: std::sync::Arc<rolecall::services::Services>,
+    pub registry: std::sync::Arc<rolecall::actors::registry::Registry>,
 }
 
 /// Starts a server with a fresh data dir and the given env-style overrides.
@@ -105,6 +106,7 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
     let port = app.port();
     let handle = app.handle();
     let app_services = app.services();
+    let registry = app.registry();
     actix_web::rt::spawn(app.run_until_stopped());
     TestApp {
         address: format!("http://127.0.0.1:{port}"),
@@ -114,6 +116,7 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
         client: client(),
         handle,
         app_services,
+        registry,
     }
 }
 

@@ -5,6 +5,7 @@
 mod helpers;
 mod receiver;
 
+mod actors;
 mod admin;
 mod audit;
 mod bad_input;
