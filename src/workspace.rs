@@ -35,11 +35,6 @@ impl<T: Resource> Changed<T> {
         }
     }
 
-    /// The value after the change.
-    pub fn value(&self) -> &T {
-        &self.value
-    }
-
     /// Fires `kind` with the value's representation as `data`.
     pub fn emit(mut self, kind: EventKind) -> Self {
         self.events.push(Event {

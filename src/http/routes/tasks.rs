@@ -106,21 +106,18 @@ async fn update(
     let updated = workspace
         .update(id, |current: Task| {
             let (next, moved) = patch.apply(&current, Timestamp::now())?;
+            let completed = moved && next.status == TaskStatus::Done;
             let mut changed = Changed::new(next);
             if moved {
                 changed = changed.emit(EventKind::TaskStatusChanged);
-                if current.status != TaskStatus::Done && changed_status_is_done(&changed) {
-                    changed = changed.emit(EventKind::TaskCompleted);
-                }
+            }
+            if completed {
+                changed = changed.emit(EventKind::TaskCompleted);
             }
             Ok(changed)
         })
         .await?;
     Ok(HttpResponse::Ok().json(updated))
-}
-
-fn changed_status_is_done(changed: &Changed<Task>) -> bool {
-    changed.value().status == TaskStatus::Done
 }
 
 /// Deletes a task.
