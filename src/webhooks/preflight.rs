@@ -6,9 +6,18 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use actix_web::web::Bytes;
+use serde_json::json;
+
+use crate::domain::delivery::{envelope, AttemptOutcome, LogRecord};
+use crate::domain::event::{Event, EventKind};
 use crate::domain::webhook::EventSet;
-use crate::ids::{OrgId, TestId};
+use crate::ids::{DeliveryId, OrgId, TestId};
 use crate::secrets::Secret;
+use crate::services::Services;
+use crate::time::Timestamp;
+use crate::webhooks::client::{attempt, build_client, AttemptRequest};
+use crate::webhooks::url::WebhookUrl;
 
 /// How long a passed test can be saved.
 pub const TEST_VALIDITY: Duration = Duration::from_secs(15 * 60);
@@ -55,4 +64,44 @@ impl PendingTests {
             .remove(&id)
             .filter(|t| t.passed_at.elapsed() < TEST_VALIDITY)
     }
+}
+
+/// Sends the `test.preflight` envelope to `url` once, synchronously, signed
+/// with `secret`, and logs the attempt in the delivery log.
+pub async fn send_preflight(
+    services: &Services,
+    org: OrgId,
+    url: &WebhookUrl,
+    events: EventSet,
+    secret: &Secret,
+    test_id: TestId,
+) -> AttemptOutcome {
+    let event = Event {
+        kind: EventKind::TestPreflight,
+        occurred_at: Timestamp::now(),
+        data: json!({"organization_id": org, "url": url.as_str(), "events": events.ids(), "test_id": test_id}),
+    };
+    let body = envelope(&event);
+    let delivery_id = DeliveryId::generate();
+    let delivery = delivery_id.to_string();
+    let request = AttemptRequest {
+        url: url.as_str(),
+        secret,
+        event: EventKind::TestPreflight.id(),
+        delivery_id: &delivery,
+        attempt: 1,
+        body: Bytes::from(body.clone()),
+    };
+    // A test is rare: a client of its own, on this request's thread.
+    let outcome = attempt(&build_client(&services.client), &services.client, request).await;
+    let record = LogRecord::of_attempt(
+        org,
+        delivery_id,
+        EventKind::TestPreflight.id(),
+        1,
+        &outcome,
+        body,
+    );
+    services.delivery.append_log(record);
+    outcome
 }

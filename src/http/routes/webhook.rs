@@ -1,17 +1,15 @@
 //! The webhook endpoint: `/organizations/{org_id}/webhook…` (CONTRACT §6).
 
 use actix_web::http::StatusCode;
-use actix_web::web::Bytes;
 use actix_web::{delete, get, post, put, web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::actors::messages::{Enqueue, OrgCommand};
-use crate::domain::delivery::{envelope, Job, LogRecord, LogView, Outcome};
+use crate::domain::delivery::{Job, LogRecord, LogView, Outcome};
 use crate::domain::error::ApiError;
-use crate::domain::event::{Event, EventKind};
+use crate::domain::event::EventKind;
 use crate::domain::permissions::Permission;
 use crate::domain::webhook::{EventSet, WebhookView};
 use crate::http::body::JsonInput;
@@ -22,8 +20,7 @@ use crate::http::{path_id, AppContext};
 use crate::ids::{DeliveryId, LogId, TestId};
 use crate::storage::Write;
 use crate::time::Timestamp;
-use crate::webhooks::client::{attempt, build_client, AttemptRequest};
-use crate::webhooks::preflight::PassedTest;
+use crate::webhooks::preflight::{send_preflight, PassedTest};
 use crate::webhooks::signing::new_secret;
 use crate::webhooks::url::parse_url;
 
@@ -121,39 +118,17 @@ async fn test_webhook(
     let services = &ctx.services;
     let url = parse_url(&body.url, services.client.policy)
         .map_err(|refused| ApiError::InvalidUrl(refused.0))?;
-    let current = access.state.webhook.clone();
-    let candidate = current.is_none().then(new_secret);
-    let secret = match (&candidate, &current) {
-        (Some(candidate), _) => candidate.clone(),
-        (None, Some(current)) => current.secret.clone(),
-        (None, None) => return Err(ApiError::NotFound("webhook")),
+    // First setup signs with a fresh candidate (revealed if the test passes);
+    // a configured endpoint is tested with its current secret.
+    let (secret, candidate) = match &access.state.webhook {
+        Some(current) => (current.secret.clone(), None),
+        None => {
+            let fresh = new_secret();
+            (fresh.clone(), Some(fresh))
+        }
     };
     let test_id = TestId::generate();
-    let delivery_id = DeliveryId::generate();
-    let event = Event {
-        kind: EventKind::TestPreflight,
-        occurred_at: Timestamp::now(),
-        data: json!({"organization_id": access.org_id(), "url": url.as_str(), "events": events.ids(), "test_id": test_id}),
-    };
-    let body = envelope(&event);
-    let delivery = delivery_id.to_string();
-    let request = AttemptRequest {
-        url: url.as_str(),
-        secret: &secret,
-        event: EventKind::TestPreflight.id(),
-        delivery_id: &delivery,
-        attempt: 1,
-        body: Bytes::from(body.clone()),
-    };
-    let outcome = attempt(&build_client(&services.client), &services.client, request).await;
-    services.delivery.append_log(LogRecord::of_attempt(
-        access.org_id(),
-        delivery_id,
-        EventKind::TestPreflight.id(),
-        1,
-        &outcome,
-        body,
-    ));
+    let outcome = send_preflight(services, access.org_id(), &url, events, &secret, test_id).await;
     if outcome.succeeded {
         let test = PassedTest {
             organization_id: access.org_id(),
