@@ -40,10 +40,19 @@ impl Input {
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
             let path = err.path().to_string();
             let inner = err.into_inner();
-            if path.is_empty() || path == "." {
-                ApiError::malformed(format!("invalid JSON body: {inner}"))
-            } else {
-                ApiError::invalid(&path, inner.to_string())
+            // serde reports a missing field at its parent; name the field itself.
+            let missing = inner
+                .to_string()
+                .strip_prefix("missing field `")
+                .and_then(|rest| rest.split('`').next())
+                .map(str::to_owned);
+            match (path.as_str(), missing) {
+                ("" | ".", Some(field)) => ApiError::invalid(&field, "is required"),
+                ("" | ".", None) => ApiError::malformed(format!("invalid JSON body: {inner}")),
+                (parent, Some(field)) => {
+                    ApiError::invalid(&format!("{parent}.{field}"), "is required")
+                }
+                (path, None) => ApiError::invalid(path, inner.to_string()),
             }
         })?;
         deserializer
@@ -118,6 +127,10 @@ mod tests {
             Err(ApiError::Validation { .. })
         ));
         assert!(parse(r#"{"name":"a"}"#).is_ok());
+        let missing = parse(r#"{"note":"x"}"#).err();
+        assert!(
+            matches!(missing, Some(ApiError::Validation { field: Some(ref f), .. }) if f == "name")
+        );
     }
 
     #[test]

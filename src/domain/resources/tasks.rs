@@ -99,8 +99,9 @@ pub struct UpdateTask {
 }
 
 impl CreateTask {
-    /// A validated new task (status open); `project` is the checked project id.
-    pub fn build(self, org: OrgId, project: Option<ResourceId>) -> Result<Task, ApiError> {
+    /// A validated new task (status open, no project yet: the caller checks
+    /// and sets `project_id`).
+    pub fn build(self, org: OrgId) -> Result<Task, ApiError> {
         let now = Timestamp::now();
         Ok(Task {
             id: ResourceId::generate(),
@@ -108,7 +109,7 @@ impl CreateTask {
             title: fields::title("title", &self.title)?,
             description: fields::body("description", self.description.as_deref().unwrap_or(""))?,
             status: TaskStatus::Open,
-            project_id: project,
+            project_id: None,
             created_at: now,
             updated_at: now,
             completed_at: None,
@@ -179,7 +180,7 @@ mod tests {
             description: None,
             project_id: None,
         }
-        .build(OrgId::generate(), None);
+        .build(OrgId::generate());
         let Ok(task) = task else { panic!("valid task") };
         let patch = |status| TaskPatch {
             title: None,

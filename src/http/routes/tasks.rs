@@ -39,19 +39,18 @@ async fn create(
 ) -> Result<HttpResponse, ApiError> {
     access.allow(TASKS_CREATE)?;
     let body: CreateTask = input.parse()?;
+    let project_id = body.project_id.clone();
+    let mut task = body.build(access.org_id())?;
     let workspace = access.workspace(&ctx);
-    let project = match &body.project_id {
-        None => None,
-        Some(raw) => {
-            let id = ResourceId::parse(raw)
-                .ok_or_else(|| ApiError::invalid("project_id", "must be a project id (UUID)"))?;
-            workspace
-                .get::<Project>(id)
-                .map_err(|_| ApiError::UnknownReference("project", "project_id"))?;
-            Some(id)
-        }
-    };
-    let task = body.build(access.org_id(), project)?;
+    if let Some(raw) = project_id {
+        // A reference is checked after the body is valid (400 before 422).
+        let id = ResourceId::parse(&raw)
+            .ok_or_else(|| ApiError::invalid("project_id", "must be a project id (UUID)"))?;
+        workspace
+            .get::<Project>(id)
+            .map_err(|_| ApiError::UnknownReference("project", "project_id"))?;
+        task.project_id = Some(id);
+    }
     let created = workspace
         .create(Changed::new(task).emit(EventKind::TaskCreated))
         .await?;
