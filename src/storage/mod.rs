@@ -148,12 +148,23 @@ impl Storage {
 
     /// Applies `writes` atomically. Not yet durable: await [`Storage::durable`].
     pub fn commit(&self, writes: &[Write]) -> Result<(), StorageError> {
-        let result = self
-            .trees
+        let mut slot = [None; TreeName::ALL.len()];
+        let mut trees = Vec::new();
+        for name in writes.iter().flat_map(trees_of) {
+            if slot[name.index()].is_none() {
+                slot[name.index()] = Some(trees.len());
+                trees.push(self.tree(*name).clone());
+            }
+        }
+        let result = trees
             .as_slice()
-            .transaction(|views: &Vec<TransactionalTree>| {
+            .transaction(|covered: &Vec<TransactionalTree>| {
+                let views = Views {
+                    trees: covered,
+                    slot,
+                };
                 for write in writes {
-                    apply(views, write)?;
+                    apply(&views, write)?;
                 }
                 Ok(())
             });
@@ -170,15 +181,25 @@ impl Storage {
         &self,
         decide: impl Fn(&TxReader<'_>) -> Result<(Vec<Write>, R), E>,
     ) -> Result<R, E> {
-        let result = self
-            .trees
+        // A resource change reads and writes resources and records events.
+        let covered = [TreeName::Resources, TreeName::Outbox, TreeName::DeliveryLog];
+        let mut slot = [None; TreeName::ALL.len()];
+        for (position, name) in covered.iter().enumerate() {
+            slot[name.index()] = Some(position);
+        }
+        let trees: Vec<sled::Tree> = covered
+            .iter()
+            .map(|name| self.tree(*name).clone())
+            .collect();
+        let result = trees
             .as_slice()
             .transaction(|views: &Vec<TransactionalTree>| {
-                let reader = TxReader { views };
+                let views = Views { trees: views, slot };
+                let reader = TxReader { views: &views };
                 let (writes, outcome) = decide(&reader)
                     .map_err(|err| ConflictableTransactionError::Abort(Aborted::Decided(err)))?;
                 for write in &writes {
-                    apply(views, write).map_err(|err| match err {
+                    apply(&views, write).map_err(|err| match err {
                         ConflictableTransactionError::Abort(err) => {
                             ConflictableTransactionError::Abort(Aborted::Storage(err))
                         }
@@ -418,7 +439,7 @@ enum Aborted<E> {
 
 /// Reads inside a [`Storage::transact`].
 pub struct TxReader<'a> {
-    views: &'a [TransactionalTree],
+    views: &'a Views<'a>,
 }
 
 impl TxReader<'_> {
@@ -429,7 +450,9 @@ impl TxReader<'_> {
         kind: u8,
         id: ResourceId,
     ) -> Result<Option<T>, StorageError> {
-        let value = view(self.views, TreeName::Resources)
+        let tree = view(self.views, TreeName::Resources)
+            .map_err(|err| StorageError::Codec(format!("transactional read: {err:?}")))?;
+        let value = tree
             .get(keys::resource(org, kind, id).as_slice())
             .map_err(|err| StorageError::Codec(format!("transactional read: {err:?}")))?;
         match value {
@@ -439,47 +462,78 @@ impl TxReader<'_> {
     }
 }
 
-fn view(views: &[TransactionalTree], name: TreeName) -> &TransactionalTree {
-    &views[name.index()]
+/// The transactional views of the trees one transaction covers.
+struct Views<'a> {
+    trees: &'a [TransactionalTree],
+    /// Position in `trees` of each tree (by [`TreeName::index`]), if covered.
+    slot: [Option<usize>; TreeName::ALL.len()],
 }
 
-fn apply(views: &[TransactionalTree], write: &Write) -> TxResult<()> {
+/// The trees a write reads or writes: a transaction covers only these, so
+/// writers of unrelated trees do not contend.
+fn trees_of(write: &Write) -> &'static [TreeName] {
+    use TreeName::*;
+    match write {
+        Write::Edit(Edit::PutOrg(_)) => &[Orgs],
+        Write::Edit(Edit::PutRole(_) | Edit::DeleteRole(..)) => &[Roles, Orgs],
+        Write::Edit(Edit::PutMember(_) | Edit::DeleteMember(..)) => &[Members],
+        Write::Edit(Edit::PutWebhook(_) | Edit::DeleteWebhook(_)) => &[Webhooks],
+        Write::PutUser(..) => &[Users, UserEmails],
+        Write::PutToken(_) | Write::DeleteToken(_) => &[Tokens, TokenIds],
+        Write::Audit(_) => &[Audit],
+        Write::PutJob(_) | Write::DeleteJob(_) => &[Outbox],
+        Write::Log(_) => &[DeliveryLog],
+        Write::PutResource { .. } | Write::DeleteResource { .. } => &[Resources],
+    }
+}
+
+fn view<'v>(views: &'v Views<'_>, name: TreeName) -> TxResult<&'v TransactionalTree> {
+    match views.slot[name.index()] {
+        Some(position) => Ok(&views.trees[position]),
+        None => abort(StorageError::Codec(format!(
+            "tree {} is outside this transaction",
+            name.name()
+        ))),
+    }
+}
+
+fn apply(views: &Views<'_>, write: &Write) -> TxResult<()> {
     match write {
         Write::Edit(edit) => apply_edit(views, edit),
         Write::PutUser(user, folded_email) => {
-            view(views, TreeName::Users).insert(user.id.as_bytes().as_slice(), enc(user)?)?;
-            view(views, TreeName::UserEmails)
+            view(views, TreeName::Users)?.insert(user.id.as_bytes().as_slice(), enc(user)?)?;
+            view(views, TreeName::UserEmails)?
                 .insert(folded_email.as_bytes(), user.id.as_bytes().as_slice())?;
             Ok(())
         }
         Write::PutToken(token) => {
-            view(views, TreeName::Tokens).insert(token.sha256.as_slice(), enc(token)?)?;
-            view(views, TreeName::TokenIds)
+            view(views, TreeName::Tokens)?.insert(token.sha256.as_slice(), enc(token)?)?;
+            view(views, TreeName::TokenIds)?
                 .insert(keys::token_id(token.id).as_slice(), token.sha256.as_slice())?;
             Ok(())
         }
         Write::DeleteToken(token) => {
-            view(views, TreeName::Tokens).remove(token.sha256.as_slice())?;
-            view(views, TreeName::TokenIds).remove(keys::token_id(token.id).as_slice())?;
+            view(views, TreeName::Tokens)?.remove(token.sha256.as_slice())?;
+            view(views, TreeName::TokenIds)?.remove(keys::token_id(token.id).as_slice())?;
             Ok(())
         }
         Write::Audit(record) => {
             let key = keys::audit(record.organization_id, record.id);
-            view(views, TreeName::Audit).insert(key.as_slice(), enc(record)?)?;
+            view(views, TreeName::Audit)?.insert(key.as_slice(), enc(record)?)?;
             Ok(())
         }
         Write::PutJob(job) => {
-            view(views, TreeName::Outbox)
+            view(views, TreeName::Outbox)?
                 .insert(job.delivery_id.as_bytes().as_slice(), enc(job)?)?;
             Ok(())
         }
         Write::DeleteJob(id) => {
-            view(views, TreeName::Outbox).remove(id.as_bytes().as_slice())?;
+            view(views, TreeName::Outbox)?.remove(id.as_bytes().as_slice())?;
             Ok(())
         }
         Write::Log(record) => {
             let key = keys::delivery_log(record.organization_id, record.id);
-            view(views, TreeName::DeliveryLog).insert(key.as_slice(), enc(record)?)?;
+            view(views, TreeName::DeliveryLog)?.insert(key.as_slice(), enc(record)?)?;
             Ok(())
         }
         Write::PutResource {
@@ -488,53 +542,54 @@ fn apply(views: &[TransactionalTree], write: &Write) -> TxResult<()> {
             id,
             value,
         } => {
-            view(views, TreeName::Resources).insert(
+            view(views, TreeName::Resources)?.insert(
                 keys::resource(*org, *kind, *id).as_slice(),
                 value.as_slice(),
             )?;
             Ok(())
         }
         Write::DeleteResource { org, kind, id } => {
-            view(views, TreeName::Resources).remove(keys::resource(*org, *kind, *id).as_slice())?;
+            view(views, TreeName::Resources)?
+                .remove(keys::resource(*org, *kind, *id).as_slice())?;
             Ok(())
         }
     }
 }
 
-fn apply_edit(views: &[TransactionalTree], edit: &Edit) -> TxResult<()> {
+fn apply_edit(views: &Views<'_>, edit: &Edit) -> TxResult<()> {
     match edit {
         Edit::PutOrg(org) => {
-            view(views, TreeName::Orgs).insert(org.id.as_bytes().as_slice(), enc(org)?)?;
+            view(views, TreeName::Orgs)?.insert(org.id.as_bytes().as_slice(), enc(org)?)?;
         }
         Edit::PutRole(role) => {
             guard_role_put(views, role)?;
             let key = keys::role(role.organization_id, role.id);
-            view(views, TreeName::Roles).insert(key.as_slice(), enc(role)?)?;
+            view(views, TreeName::Roles)?.insert(key.as_slice(), enc(role)?)?;
         }
         Edit::DeleteRole(org, role) => {
             guard_role_delete(views, *org, *role)?;
-            view(views, TreeName::Roles).remove(keys::role(*org, *role).as_slice())?;
+            view(views, TreeName::Roles)?.remove(keys::role(*org, *role).as_slice())?;
         }
         Edit::PutMember(member) => {
             let key = keys::member(member.organization_id, member.user_id);
-            view(views, TreeName::Members).insert(key.as_slice(), enc(member)?)?;
+            view(views, TreeName::Members)?.insert(key.as_slice(), enc(member)?)?;
         }
         Edit::DeleteMember(org, user) => {
-            view(views, TreeName::Members).remove(keys::member(*org, *user).as_slice())?;
+            view(views, TreeName::Members)?.remove(keys::member(*org, *user).as_slice())?;
         }
         Edit::PutWebhook(endpoint) => {
             let key = endpoint.organization_id.as_bytes().as_slice();
-            view(views, TreeName::Webhooks).insert(key, enc(endpoint)?)?;
+            view(views, TreeName::Webhooks)?.insert(key, enc(endpoint)?)?;
         }
         Edit::DeleteWebhook(org) => {
-            view(views, TreeName::Webhooks).remove(org.as_bytes().as_slice())?;
+            view(views, TreeName::Webhooks)?.remove(org.as_bytes().as_slice())?;
         }
     }
     Ok(())
 }
 
-fn stored_role(views: &[TransactionalTree], org: OrgId, role: RoleId) -> TxResult<Option<Role>> {
-    match view(views, TreeName::Roles).get(keys::role(org, role).as_slice())? {
+fn stored_role(views: &Views<'_>, org: OrgId, role: RoleId) -> TxResult<Option<Role>> {
+    match view(views, TreeName::Roles)?.get(keys::role(org, role).as_slice())? {
         Some(bytes) => decode(&bytes)
             .map(Some)
             .map_err(ConflictableTransactionError::Abort),
@@ -544,7 +599,7 @@ fn stored_role(views: &[TransactionalTree], org: OrgId, role: RoleId) -> TxResul
 
 /// Owner never changes; system rows keep their kind; new system rows only
 /// come with a new organization (whose record is not stored yet).
-fn guard_role_put(views: &[TransactionalTree], role: &Role) -> TxResult<()> {
+fn guard_role_put(views: &Views<'_>, role: &Role) -> TxResult<()> {
     match stored_role(views, role.organization_id, role.id)? {
         Some(existing) if existing.is_immutable && existing != *role => {
             abort(StorageError::RoleImmutable)
@@ -557,7 +612,7 @@ fn guard_role_put(views: &[TransactionalTree], role: &Role) -> TxResult<()> {
         }
         Some(_) => Ok(()),
         None if role.is_system || role.is_immutable => {
-            let org_exists = view(views, TreeName::Orgs)
+            let org_exists = view(views, TreeName::Orgs)?
                 .get(role.organization_id.as_bytes().as_slice())?
                 .is_some();
             if org_exists {
@@ -570,7 +625,7 @@ fn guard_role_put(views: &[TransactionalTree], role: &Role) -> TxResult<()> {
     }
 }
 
-fn guard_role_delete(views: &[TransactionalTree], org: OrgId, role: RoleId) -> TxResult<()> {
+fn guard_role_delete(views: &Views<'_>, org: OrgId, role: RoleId) -> TxResult<()> {
     match stored_role(views, org, role)? {
         Some(existing) if existing.is_immutable => abort(StorageError::RoleImmutable),
         Some(existing) if existing.is_system => abort(StorageError::SystemRole),
