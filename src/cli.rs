@@ -24,4 +24,7 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Drive a server with load scenarios and report throughput and latency
+    /// (see BENCHMARKS.md).
+    Load(crate::load::LoadArgs),
 }

@@ -26,6 +26,7 @@ pub mod directory;
 pub mod domain;
 pub mod http;
 pub mod ids;
+pub mod load;
 pub mod secrets;
 pub mod services;
 pub mod startup;

@@ -12,6 +12,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => serve(config.as_deref()),
+        Command::Load(args) => match rolecall::load::run(args) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("rolecall load: {err}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

@@ -1,0 +1,207 @@
+//! `rolecall load`: drives a rolecall server with realistic traffic and
+//! reports throughput and latency. It starts its own webhook sink (which
+//! verifies every signature and timestamps receipts) and, unless `--url` is
+//! given, its own server in a temporary directory.
+
+pub mod scenarios;
+pub mod sink;
+pub mod stats;
+pub mod target;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::http::Method;
+use clap::{Args, ValueEnum};
+use indicatif::ProgressBar;
+use serde_json::{json, Value};
+
+use crate::config::Config;
+use crate::load::scenarios::{baseline_server, burst, print_burst, print_read, read, BurstPlan};
+use crate::load::sink::SinkState;
+use crate::load::target::Target;
+use crate::secrets::new_token;
+use crate::startup::Application;
+
+/// What to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Authorized role-list reads at --concurrency for --duration-secs.
+    Read,
+    /// The same reads against a plain handler returning the same JSON (no auth, no storage).
+    Baseline,
+    /// --events task creations over --orgs organizations, delivered to the sink.
+    Burst,
+    /// The burst while one more organization's endpoint times out on every attempt.
+    Isolation,
+    /// Every scenario, in that order.
+    All,
+}
+
+/// Options of `rolecall load`.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Which scenario to run.
+    #[arg(long, value_enum, default_value = "all")]
+    pub scenario: Scenario,
+    /// Base URL of a running server to load (its webhooks must be allowed to reach
+    /// 127.0.0.1 over http). Without it, a server is started in a temporary directory.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The admin token of the server given with --url (default: $ROLECALL_ADMIN__TOKEN).
+    #[arg(long, value_name = "TOKEN")]
+    pub admin_token: Option<String>,
+    /// Concurrent requests.
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// Length of the read and baseline scenarios, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub duration_secs: u64,
+    /// Task creations in the burst scenarios.
+    #[arg(long, default_value_t = 20_000)]
+    pub events: usize,
+    /// Organizations the burst is spread over.
+    #[arg(long, default_value_t = 10)]
+    pub orgs: usize,
+    /// Events per second to aim at in the burst scenarios (0: as fast as possible).
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+/// Runs the load tool; returns the results as JSON.
+pub fn run(args: LoadArgs) -> Result<Value, String> {
+    actix_web::rt::System::new().block_on(async move {
+        let server_dir =
+            std::env::temp_dir().join(format!("rolecall-load-{}", crate::ids::new_v7().simple()));
+        let (base, admin) = match &args.url {
+            Some(url) => {
+                let admin = args
+                    .admin_token
+                    .clone()
+                    .or_else(|| std::env::var("ROLECALL_ADMIN__TOKEN").ok());
+                (
+                    url.trim_end_matches('/').to_owned(),
+                    admin
+                        .ok_or("--admin-token (or ROLECALL_ADMIN__TOKEN) is required with --url")?,
+                )
+            }
+            None => start_server(&server_dir).await?,
+        };
+        let sink = Arc::new(SinkState::default());
+        let (sink_url, _sink) =
+            sink::start(sink.clone(), Duration::from_secs(30)).map_err(|e| e.to_string())?;
+        let target = Target::new(base, admin, args.concurrency);
+        let fixture = target.setup(args.orgs, &sink_url, &sink).await?;
+        let mut results = serde_json::Map::new();
+        let runs = |s: Scenario| args.scenario == s || args.scenario == Scenario::All;
+        let duration = Duration::from_secs(args.duration_secs);
+        let roles_path = format!("/organizations/{}/roles", fixture.orgs[0]);
+
+        if runs(Scenario::Read) {
+            let bar = ProgressBar::new_spinner().with_message("read");
+            let result = read(
+                &target,
+                &roles_path,
+                &fixture.reader_token,
+                args.concurrency,
+                duration,
+                &bar,
+            )
+            .await;
+            bar.finish_and_clear();
+            print_read(
+                &format!("read: GET roles, {} connections", args.concurrency),
+                &result,
+            );
+            results.insert("read".into(), json!(result));
+        }
+        if runs(Scenario::Baseline) {
+            let (_, body, _) = target
+                .call(Method::GET, &roles_path, &fixture.reader_token, None)
+                .await?;
+            let (url, handle) = baseline_server(body).map_err(|e| e.to_string())?;
+            let plain = Target::new(url, String::new(), args.concurrency);
+            let bar = ProgressBar::new_spinner().with_message("baseline");
+            let result = read(&plain, "/", "", args.concurrency, duration, &bar).await;
+            bar.finish_and_clear();
+            handle.stop(false).await;
+            print_read(
+                &format!("baseline: plain handler, {} connections", args.concurrency),
+                &result,
+            );
+            results.insert("baseline".into(), json!(result));
+        }
+        let plan = BurstPlan {
+            events: args.events,
+            concurrency: args.concurrency,
+            rate: args.rate,
+            hanging_every: 0,
+        };
+        if runs(Scenario::Burst) || runs(Scenario::Isolation) {
+            let bar = ProgressBar::new(plan.events as u64);
+            let result = burst(&target, &fixture, &sink, &plan, &bar).await;
+            bar.finish_and_clear();
+            print_burst(
+                &format!(
+                    "burst: {} task creations over {} orgs",
+                    plan.events,
+                    fixture.orgs.len()
+                ),
+                &result,
+            );
+            results.insert("burst".into(), json!(result));
+        }
+        if runs(Scenario::Isolation) {
+            let plan = BurstPlan {
+                hanging_every: 10,
+                ..plan
+            };
+            let bar = ProgressBar::new((plan.events + plan.events / 10) as u64);
+            let result = burst(&target, &fixture, &sink, &plan, &bar).await;
+            bar.finish_and_clear();
+            print_burst(
+                "isolation: the same burst, one more org's endpoint timing out",
+                &result,
+            );
+            results.insert("isolation".into(), json!(result));
+        }
+        let results = Value::Object(results);
+        if let Some(path) = &args.json {
+            std::fs::write(
+                path,
+                serde_json::to_vec_pretty(&results).unwrap_or_default(),
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        println!("\n{}", serde_json::to_string(&results).unwrap_or_default());
+        // Best effort: the server started here used a scratch directory.
+        let _ = std::fs::remove_dir_all(&server_dir);
+        Ok(results)
+    })
+}
+
+/// Starts a server on a free port with webhooks allowed to reach the sink.
+async fn start_server(dir: &std::path::Path) -> Result<(String, String), String> {
+    let admin = new_token().expose().to_owned();
+    let dir_text = dir.display().to_string();
+    let config = Config::with_overrides(&[
+        ("ROLECALL_SERVER__LISTEN", "127.0.0.1:0"),
+        ("ROLECALL_STORAGE__DATA_DIR", &dir_text),
+        ("ROLECALL_ADMIN__TOKEN", &admin),
+        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+        ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
+        ("ROLECALL_LOG__LEVEL", "warn"),
+    ])
+    .map_err(|e| e.to_string())?;
+    let app = Application::build(config)
+        .await
+        .map_err(|e| e.to_string())?;
+    let base = format!("http://127.0.0.1:{}", app.port());
+    actix_web::rt::spawn(app.run_until_stopped());
+    Ok((base, admin))
+}

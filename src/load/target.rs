@@ -1,0 +1,210 @@
+//! The server under load: admin setup calls and timed requests.
+
+use std::time::{Duration, Instant};
+
+use actix_web::http::Method;
+use serde_json::{json, Value};
+
+use crate::load::sink::SinkState;
+use crate::secrets::Secret;
+
+/// A rolecall server and a client for it.
+pub struct Target {
+    /// Base URL, e.g. `http://127.0.0.1:8080`.
+    pub base: String,
+    admin: String,
+    client: awc::Client,
+}
+
+/// What setup created.
+pub struct Fixture {
+    /// The owner's token (owns every org).
+    pub owner_token: String,
+    /// A member holding the custom role, in the first org.
+    pub reader_token: String,
+    /// Orgs whose webhooks point at the healthy sink.
+    pub orgs: Vec<String>,
+    /// An org whose webhook times out on every attempt.
+    pub hanging_org: String,
+}
+
+impl Target {
+    /// A client for `base` with room for `concurrency` connections.
+    pub fn new(base: String, admin: String, concurrency: usize) -> Self {
+        let connector = awc::Connector::new()
+            .limit(concurrency + 16)
+            .timeout(Duration::from_secs(10));
+        let client = awc::Client::builder()
+            .connector(connector)
+            .timeout(Duration::from_secs(30))
+            .finish();
+        Target {
+            base,
+            admin,
+            client,
+        }
+    }
+
+    /// Sends one request; answers the status, the JSON body and the latency.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Value, Duration), String> {
+        let started = Instant::now();
+        let request = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .insert_header(("Authorization", format!("Bearer {token}")));
+        let sent = match body {
+            Some(body) => request.send_json(body).await,
+            None => request.send().await,
+        };
+        let mut response = sent.map_err(|err| format!("{path}: {err}"))?;
+        let bytes = response
+            .body()
+            .limit(4 * 1024 * 1024)
+            .await
+            .map_err(|err| format!("{path}: {err}"))?;
+        let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok((response.status().as_u16(), value, started.elapsed()))
+    }
+
+    async fn expect(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Value,
+        status: u16,
+    ) -> Result<Value, String> {
+        let (got, value, _) = self.call(method, path, token, Some(&body)).await?;
+        if got != status {
+            return Err(format!("{path}: expected {status}, got {got}: {value}"));
+        }
+        Ok(value)
+    }
+
+    async fn user_with_token(&self, email: &str) -> Result<(String, String), String> {
+        let user = self
+            .expect(
+                Method::POST,
+                "/admin/users",
+                &self.admin.clone(),
+                json!({"email": email}),
+                201,
+            )
+            .await?;
+        let id = user["id"].as_str().unwrap_or_default().to_owned();
+        let token = self
+            .expect(
+                Method::POST,
+                &format!("/admin/users/{id}/tokens"),
+                &self.admin.clone(),
+                json!({"kind": "api"}),
+                201,
+            )
+            .await?;
+        Ok((id, token["token"].as_str().unwrap_or_default().to_owned()))
+    }
+
+    async fn org(&self, owner: &str, name: String) -> Result<String, String> {
+        let org = self
+            .expect(
+                Method::POST,
+                "/admin/organizations",
+                &self.admin.clone(),
+                json!({"name": name, "plan": "enterprise", "owner_user_id": owner}),
+                201,
+            )
+            .await?;
+        Ok(org["id"].as_str().unwrap_or_default().to_owned())
+    }
+
+    async fn webhook(&self, org: &str, token: &str, url: String) -> Result<Secret, String> {
+        let body = json!({"url": url, "events": ["task.created"]});
+        let test = self
+            .expect(
+                Method::POST,
+                &format!("/organizations/{org}/webhook/test"),
+                token,
+                body,
+                200,
+            )
+            .await?;
+        if test["passed"] != json!(true) {
+            return Err(format!("webhook test against the sink failed: {test}"));
+        }
+        self.expect(
+            Method::PUT,
+            &format!("/organizations/{org}/webhook"),
+            token,
+            json!({"test_id": test["test_id"]}),
+            200,
+        )
+        .await?;
+        Ok(Secret::new(
+            test["secret"].as_str().unwrap_or_default().to_owned(),
+        ))
+    }
+
+    /// Creates an owner, `orgs` organizations with webhooks to the sink, a
+    /// custom role and a member holding it, and an organization whose
+    /// endpoint hangs.
+    pub async fn setup(
+        &self,
+        orgs: usize,
+        sink_url: &str,
+        sink: &SinkState,
+    ) -> Result<Fixture, String> {
+        let tag = crate::ids::new_v7().simple().to_string();
+        let (owner, owner_token) = self
+            .user_with_token(&format!("load-owner-{tag}@example.test"))
+            .await?;
+        let mut ids = Vec::new();
+        for i in 0..orgs.max(1) {
+            let org = self.org(&owner, format!("Load {i} {tag}")).await?;
+            sink.trust(
+                &org,
+                self.webhook(&org, &owner_token, format!("{sink_url}/hook"))
+                    .await?,
+            );
+            ids.push(org);
+        }
+        let first = ids[0].clone();
+        let role = self
+            .expect(
+                Method::POST,
+                &format!("/organizations/{first}/roles"),
+                &owner_token,
+                json!({"name": "Load reader", "permissions": ["org:team:read"]}),
+                201,
+            )
+            .await?;
+        let (reader, reader_token) = self
+            .user_with_token(&format!("load-reader-{tag}@example.test"))
+            .await?;
+        self.expect(
+            Method::POST,
+            &format!("/organizations/{first}/members"),
+            &owner_token,
+            json!({"user_id": reader, "role_id": role["id"]}),
+            201,
+        )
+        .await?;
+        let hanging_org = self.org(&owner, format!("Load hanging {tag}")).await?;
+        sink.trust(
+            &hanging_org,
+            self.webhook(&hanging_org, &owner_token, format!("{sink_url}/hang"))
+                .await?,
+        );
+        Ok(Fixture {
+            owner_token,
+            reader_token,
+            orgs: ids,
+            hanging_org,
+        })
+    }
+}
