@@ -63,6 +63,8 @@ pub struct ServerConfig {
 pub struct StorageConfig {
     /// Database and admin-token directory.
     pub data_dir: PathBuf,
+    /// Page-cache size of the database, in MiB.
+    pub cache_mb: u64,
 }
 
 /// `[admin]`.

@@ -5,6 +5,7 @@
 
 pub mod scenarios;
 pub mod sink;
+pub mod startup;
 pub mod stats;
 pub mod target;
 
@@ -35,7 +36,10 @@ pub enum Scenario {
     Burst,
     /// The burst while one more organization's endpoint times out on every attempt.
     Isolation,
-    /// Every scenario, in that order.
+    /// Seeds --seed-orgs organizations (10 custom roles, 10 members and a webhook each) and
+    /// --seed-pending undelivered jobs, then times `rolecall serve` until it serves and reads its RSS.
+    Startup,
+    /// Every scenario but startup, in that order.
     All,
 }
 
@@ -67,6 +71,12 @@ pub struct LoadArgs {
     /// Events per second to aim at in the burst scenarios (0: as fast as possible).
     #[arg(long, default_value_t = 0.0)]
     pub rate: f64,
+    /// Organizations seeded by the startup scenario.
+    #[arg(long, default_value_t = 10_000)]
+    pub seed_orgs: usize,
+    /// Pending deliveries seeded by the startup scenario.
+    #[arg(long, default_value_t = 100_000)]
+    pub seed_pending: usize,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -74,6 +84,9 @@ pub struct LoadArgs {
 
 /// Runs the load tool; returns the results as JSON.
 pub fn run(args: LoadArgs) -> Result<Value, String> {
+    if args.scenario == Scenario::Startup {
+        return run_startup(&args);
+    }
     actix_web::rt::System::new().block_on(async move {
         let server_dir =
             std::env::temp_dir().join(format!("rolecall-load-{}", crate::ids::new_v7().simple()));
@@ -182,6 +195,39 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
         let _ = std::fs::remove_dir_all(&server_dir);
         Ok(results)
     })
+}
+
+fn run_startup(args: &LoadArgs) -> Result<Value, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "rolecall-startup-{}",
+        crate::ids::new_v7().simple()
+    ));
+    let seeding = std::time::Instant::now();
+    startup::seed(&dir, args.seed_orgs, args.seed_pending)?;
+    println!(
+        "seeded {} orgs and {} pending deliveries in {:?}",
+        args.seed_orgs,
+        args.seed_pending,
+        seeding.elapsed()
+    );
+    let result = startup::measure(&dir, args.seed_orgs, args.seed_pending);
+    let _ = std::fs::remove_dir_all(&dir);
+    let result = result?;
+    stats::table(
+        "startup",
+        &[
+            ("organizations", result.organizations.to_string()),
+            ("pending deliveries", result.pending_deliveries.to_string()),
+            ("serving after (ms)", result.serving_after_ms.to_string()),
+            ("resident memory (MB)", format!("{:.1}", result.resident_mb)),
+        ],
+    );
+    let value = json!({ "startup": result });
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap_or_default())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(value)
 }
 
 /// Starts a server on a free port with webhooks allowed to reach the sink.

@@ -2,7 +2,7 @@
 //! one thread flushes sled for everyone who asked since its last flush, so
 //! concurrent writers share one fsync instead of queueing for their own.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 
 use tokio::sync::oneshot;
@@ -13,13 +13,15 @@ type Waiter = oneshot::Sender<Result<(), String>>;
 #[derive(Clone)]
 pub struct GroupCommit {
     requests: mpsc::Sender<Waiter>,
+    /// The flushing thread, joined by [`GroupCommit::stop`].
+    thread: Arc<Mutex<Option<thread::JoinHandle<()>>>>,
 }
 
 impl GroupCommit {
     /// Starts the flushing thread for `db`. It ends when every handle is dropped.
     pub fn start(db: sled::Db) -> std::io::Result<Self> {
         let (requests, inbox) = mpsc::channel::<Waiter>();
-        thread::Builder::new()
+        let flusher = thread::Builder::new()
             .name("rolecall-flush".into())
             .spawn(move || {
                 while let Ok(first) = inbox.recv() {
@@ -34,7 +36,20 @@ impl GroupCommit {
                     }
                 }
             })?;
-        Ok(Self { requests })
+        Ok(Self {
+            requests,
+            thread: Arc::new(Mutex::new(Some(flusher))),
+        })
+    }
+
+    /// Ends the flushing thread (once this is the last handle) and waits for it,
+    /// so the database it holds is released.
+    pub fn stop(self) {
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        drop(self.requests);
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
     }
 
     /// Resolves once everything committed before this call is on disk.

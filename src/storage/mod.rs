@@ -126,10 +126,19 @@ fn enc<T: serde::Serialize>(value: &T) -> TxResult<Vec<u8>> {
 }
 
 impl Storage {
-    /// Opens (creating if needed, mode 0700) the database in `dir`.
+    /// Opens (creating if needed, mode 0700) the database in `dir`, with the
+    /// default page cache.
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
+        Storage::open_with_cache(dir, 64)
+    }
+
+    /// Opens the database in `dir` with a page cache of `cache_mb` MiB.
+    pub fn open_with_cache(dir: &Path, cache_mb: u64) -> Result<Self, StorageError> {
         create_private_dir(dir)?;
-        let db = sled::Config::new().path(dir.join("db")).open()?;
+        let db = sled::Config::new()
+            .path(dir.join("db"))
+            .cache_capacity(cache_mb.max(1) * 1024 * 1024)
+            .open()?;
         let trees = TreeName::ALL
             .iter()
             .map(|t| db.open_tree(t.name()))
@@ -260,6 +269,17 @@ impl Storage {
     /// Resolves once every commit made before the call is on disk.
     pub async fn durable(&self) -> Result<(), StorageError> {
         self.flusher.durable().await.map_err(StorageError::Flush)
+    }
+
+    /// Flushes and releases the database (its file lock included), for a
+    /// process that opened it only to write and must hand it to a server.
+    pub fn close(self) -> Result<(), StorageError> {
+        self.db.flush()?;
+        let Storage { db, trees, flusher } = self;
+        drop(trees);
+        drop(db);
+        flusher.stop();
+        Ok(())
     }
 
     /// Commits and waits for durability: what every 2xx answer needs.
