@@ -32,7 +32,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])), request_body = ReportAnalysis, params(("org_id" = String, Path)),
     responses((status = 201, body = Analysis), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 422, body = Problem)))]
-#[post("/organizations/{org_id}/pull-requests/analyses")]
+#[post("/pull-requests/analyses")]
 async fn report(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -61,7 +61,7 @@ async fn report(
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])),
     params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = Page<Analysis>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/pull-requests/analyses")]
+#[get("/pull-requests/analyses")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -74,7 +74,7 @@ async fn list_all(
 /// One analysis.
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/pull-requests/analyses/{id}")]
+#[get("/pull-requests/analyses/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -90,7 +90,7 @@ async fn get_one(
 /// Accepts the proposed findings; fires `pr.results_accepted` (409 when already accepted).
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/organizations/{org_id}/pull-requests/analyses/{id}/accept")]
+#[post("/pull-requests/analyses/{id}/accept")]
 async fn accept(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -24,7 +24,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
         ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
     responses((status = 200, body = Page<AuditView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/audit-log")]
+#[get("/audit-log")]
 async fn audit_log(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -29,7 +29,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Creates a capsule; fires `capsule.created`.
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = CreateCapsule, params(("org_id" = String, Path)),
     responses((status = 201, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/organizations/{org_id}/capsules")]
+#[post("/capsules")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -48,7 +48,7 @@ async fn create(
 #[utoipa::path(tag = "capsules", security(("bearer" = [])),
     params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = Page<Capsule>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/capsules")]
+#[get("/capsules")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -61,7 +61,7 @@ async fn list_all(
 /// One capsule.
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/capsules/{id}")]
+#[get("/capsules/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -78,7 +78,7 @@ async fn get_one(
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = UpdateCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[patch("/organizations/{org_id}/capsules/{id}")]
+#[patch("/capsules/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -99,7 +99,7 @@ async fn update(
 /// Freezes a capsule (no-op when frozen); fires `capsule.updated`.
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/organizations/{org_id}/capsules/{id}/freeze")]
+#[post("/capsules/{id}/freeze")]
 async fn freeze(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -129,7 +129,7 @@ async fn freeze(
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = SupersedeCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 201, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/organizations/{org_id}/capsules/{id}/supersede")]
+#[post("/capsules/{id}/supersede")]
 async fn supersede(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -159,7 +159,7 @@ async fn supersede(
 /// Deletes a capsule (needs all four capsules keys); fires `capsule.deleted`.
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/organizations/{org_id}/capsules/{id}")]
+#[delete("/capsules/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -31,7 +31,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Records a decision (DRAFT or PENDING); fires `decision.created`.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = CreateDecision, params(("org_id" = String, Path)),
     responses((status = 201, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/organizations/{org_id}/decisions")]
+#[post("/decisions")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -52,7 +52,7 @@ async fn create(
 #[utoipa::path(tag = "decisions", security(("bearer" = [])),
     params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = Page<Decision>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/decisions")]
+#[get("/decisions")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -65,7 +65,7 @@ async fn list_all(
 /// One decision.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/decisions/{id}")]
+#[get("/decisions/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -81,7 +81,7 @@ async fn get_one(
 /// Edits title, statement, rationale, tags or links; fires `decision.updated` when something changed.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = UpdateDecision, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[patch("/organizations/{org_id}/decisions/{id}")]
+#[patch("/decisions/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -106,7 +106,7 @@ async fn update(
 /// Deletes a decision; fires `decision.deleted` with its last representation.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/organizations/{org_id}/decisions/{id}")]
+#[delete("/decisions/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -127,7 +127,7 @@ async fn remove(
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = ChangeStatus, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/organizations/{org_id}/decisions/{id}/status")]
+#[post("/decisions/{id}/status")]
 async fn change_status(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

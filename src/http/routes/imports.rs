@@ -28,7 +28,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Starts an import into a project (status running).
 #[utoipa::path(tag = "imports", security(("bearer" = [])), request_body = StartImport, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 202, body = Import), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/organizations/{org_id}/projects/{id}/imports")]
+#[post("/projects/{id}/imports")]
 async fn start(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -47,7 +47,7 @@ async fn start(
 #[utoipa::path(tag = "imports", security(("bearer" = [])),
     params(("org_id" = String, Path), ("id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = Page<Import>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/projects/{id}/imports")]
+#[get("/projects/{id}/imports")]
 async fn list_for_project(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -66,7 +66,7 @@ async fn list_for_project(
 /// One import.
 #[utoipa::path(tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/imports/{id}")]
+#[get("/imports/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -82,7 +82,7 @@ async fn get_one(
 /// Cancels a running import (409 INVALID_TRANSITION when it finished).
 #[utoipa::path(tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/organizations/{org_id}/imports/{id}/cancel")]
+#[post("/imports/{id}/cancel")]
 async fn cancel(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -109,7 +109,7 @@ async fn cancel(
 #[utoipa::path(tag = "imports", security(("bearer" = [])), request_body = ImportResult, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/organizations/{org_id}/imports/{id}/result")]
+#[post("/imports/{id}/result")]
 async fn result(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -60,7 +60,7 @@ fn member_id(path: &(String, String)) -> Result<UserId, ApiError> {
         ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
     responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/members")]
+#[get("/members")]
 async fn list_members(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
     access.require(Permission::TeamRead)?;
     let query = ListQuery::parse(&req)?;
@@ -90,7 +90,7 @@ async fn list_members(access: OrgAccess, req: HttpRequest) -> Result<HttpRespons
 #[utoipa::path(tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 200, body = MembershipView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/members/{user_id}")]
+#[get("/members/{user_id}")]
 async fn get_member(
     access: OrgAccess,
     path: web::Path<(String, String)>,
@@ -110,7 +110,7 @@ async fn get_member(
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 201, body = MembershipView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
-#[post("/organizations/{org_id}/members")]
+#[post("/members")]
 async fn add_member(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -131,7 +131,7 @@ async fn add_member(
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 200, body = MembershipView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
-#[patch("/organizations/{org_id}/members/{user_id}")]
+#[patch("/members/{user_id}")]
 async fn change_role(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -149,7 +149,7 @@ async fn change_role(
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 204, description = "Removed"), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/organizations/{org_id}/members/{user_id}")]
+#[delete("/members/{user_id}")]
 async fn remove_member(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -27,7 +27,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Captures a memory; fires `memory.created`.
 #[utoipa::path(tag = "memories", security(("bearer" = [])), request_body = CreateMemory, params(("org_id" = String, Path)),
     responses((status = 201, body = Memory), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/organizations/{org_id}/memories")]
+#[post("/memories")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -46,7 +46,7 @@ async fn create(
 #[utoipa::path(tag = "memories", security(("bearer" = [])),
     params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = Page<Memory>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/memories")]
+#[get("/memories")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -59,7 +59,7 @@ async fn list_all(
 /// One memory.
 #[utoipa::path(tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Memory), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/memories/{id}")]
+#[get("/memories/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -75,7 +75,7 @@ async fn get_one(
 /// Edits content or metadata; fires `memory.updated` when something changed.
 #[utoipa::path(tag = "memories", security(("bearer" = [])), request_body = UpdateMemory, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Memory), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[patch("/organizations/{org_id}/memories/{id}")]
+#[patch("/memories/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -100,7 +100,7 @@ async fn update(
 /// Deletes a memory; fires `memory.deleted` with its last representation.
 #[utoipa::path(tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/organizations/{org_id}/memories/{id}")]
+#[delete("/memories/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -21,12 +21,19 @@ pub mod webhook;
 
 use utoipa_actix_web::service_config::ServiceConfig;
 
-/// Registers every route.
+/// Registers every route. Organization routes share one scope, so the
+/// router matches the organization prefix once instead of testing every
+/// organization route's pattern in turn (this showed up as 13 % of CPU).
 pub fn configure(cfg: &mut ServiceConfig) {
     health::configure(cfg);
     openapi::configure(cfg);
     admin::configure(cfg);
     me::configure(cfg);
+    cfg.service(utoipa_actix_web::scope("/organizations/{org_id}").configure(organization_routes));
+}
+
+/// Routes under `/organizations/{org_id}`, relative to it.
+fn organization_routes(cfg: &mut ServiceConfig) {
     organizations::configure(cfg);
     roles::configure(cfg);
     members::configure(cfg);

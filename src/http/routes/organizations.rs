@@ -21,7 +21,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// The organization (any member).
 #[utoipa::path(tag = "organizations", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = Organization), (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}")]
+#[get("")]
 async fn get_org(access: OrgAccess) -> HttpResponse {
     HttpResponse::Ok().json(&access.state.org)
 }
@@ -31,7 +31,7 @@ async fn get_org(access: OrgAccess) -> HttpResponse {
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = Organization), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[patch("/organizations/{org_id}")]
+#[patch("")]
 async fn update_org(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -27,7 +27,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Adds a project; fires `project.created`.
 #[utoipa::path(tag = "projects", security(("bearer" = [])), request_body = CreateProject, params(("org_id" = String, Path)),
     responses((status = 201, body = Project), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/organizations/{org_id}/projects")]
+#[post("/projects")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -46,7 +46,7 @@ async fn create(
 #[utoipa::path(tag = "projects", security(("bearer" = [])),
     params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = Page<Project>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/projects")]
+#[get("/projects")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -59,7 +59,7 @@ async fn list_all(
 /// One project.
 #[utoipa::path(tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Project), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/projects/{id}")]
+#[get("/projects/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -75,7 +75,7 @@ async fn get_one(
 /// Renames a project or changes its repository.
 #[utoipa::path(tag = "projects", security(("bearer" = [])), request_body = UpdateProject, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Project), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[patch("/organizations/{org_id}/projects/{id}")]
+#[patch("/projects/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -94,7 +94,7 @@ async fn update(
 /// Deletes a project.
 #[utoipa::path(tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/organizations/{org_id}/projects/{id}")]
+#[delete("/projects/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

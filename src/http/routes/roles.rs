@@ -72,7 +72,7 @@ fn if_match(req: &HttpRequest) -> Option<IfMatch> {
         ("limit" = Option<u32>, Query, description = "1..=200; every role when absent"),
         ("cursor" = Option<String>, Query, description = "from next_cursor")),
     responses((status = 200, body = Page<RoleView>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/roles")]
+#[get("/roles")]
 async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let query = ListQuery::parse(&req)?;
     let state = &access.state;
@@ -93,7 +93,7 @@ async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse,
     params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id")),
     responses((status = 200, body = RoleView, headers(("ETag" = String, description = "for If-Match"))),
         (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/roles/{role_id}")]
+#[get("/roles/{role_id}")]
 async fn get_role(
     access: OrgAccess,
     path: web::Path<(String, String)>,
@@ -114,7 +114,7 @@ async fn get_role(
     responses((status = 201, body = RoleView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 402, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem),
         (status = 409, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem), (status = 422, body = Problem)))]
-#[post("/organizations/{org_id}/roles")]
+#[post("/roles")]
 async fn create_role(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -137,7 +137,7 @@ async fn create_role(
     responses((status = 200, body = RoleView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 402, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem),
         (status = 409, body = Problem), (status = 412, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem)))]
-#[patch("/organizations/{org_id}/roles/{role_id}")]
+#[patch("/roles/{role_id}")]
 async fn update_role(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -156,7 +156,7 @@ async fn update_role(
         ("If-Match" = Option<String>, Header, description = "ETag from GET")),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 402, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 412, body = Problem), (status = 422, body = Problem)))]
-#[delete("/organizations/{org_id}/roles/{role_id}")]
+#[delete("/roles/{role_id}")]
 async fn delete_role(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -174,7 +174,7 @@ async fn delete_role(
         ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
     responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/roles/{role_id}/members")]
+#[get("/roles/{role_id}/members")]
 async fn role_members(
     access: OrgAccess,
     req: HttpRequest,

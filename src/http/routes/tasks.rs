@@ -31,7 +31,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[utoipa::path(tag = "tasks", security(("bearer" = [])), request_body = CreateTask, params(("org_id" = String, Path)),
     responses((status = 201, body = Task), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 422, body = Problem)))]
-#[post("/organizations/{org_id}/tasks")]
+#[post("/tasks")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -61,7 +61,7 @@ async fn create(
 #[utoipa::path(tag = "tasks", security(("bearer" = [])),
     params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = Page<Task>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/tasks")]
+#[get("/tasks")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -74,7 +74,7 @@ async fn list_all(
 /// One task.
 #[utoipa::path(tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Task), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/tasks/{id}")]
+#[get("/tasks/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -90,7 +90,7 @@ async fn get_one(
 #[utoipa::path(tag = "tasks", security(("bearer" = [])), request_body = UpdateTask, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Task), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[patch("/organizations/{org_id}/tasks/{id}")]
+#[patch("/tasks/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -122,7 +122,7 @@ async fn update(
 /// Deletes a task.
 #[utoipa::path(tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/organizations/{org_id}/tasks/{id}")]
+#[delete("/tasks/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

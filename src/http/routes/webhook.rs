@@ -90,7 +90,7 @@ pub struct Redelivery {
 /// The endpoint (`org:settings:read`); the secret is never returned.
 #[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = WebhookView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/webhook")]
+#[get("/webhook")]
 async fn get_webhook(access: OrgAccess) -> Result<HttpResponse, ApiError> {
     let endpoint = access
         .state
@@ -106,7 +106,7 @@ async fn get_webhook(access: OrgAccess) -> Result<HttpResponse, ApiError> {
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = TestResult), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem)))]
-#[post("/organizations/{org_id}/webhook/test")]
+#[post("/webhook/test")]
 async fn test_webhook(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -158,7 +158,7 @@ async fn test_webhook(
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = WebhookView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[put("/organizations/{org_id}/webhook")]
+#[put("/webhook")]
 async fn save_webhook(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -184,7 +184,7 @@ async fn save_webhook(
 /// A new signing secret, shown once; the old one stops working at once (`org:settings:manage`).
 #[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = RotatedSecret), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/organizations/{org_id}/webhook/rotate")]
+#[post("/webhook/rotate")]
 async fn rotate_webhook(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -197,7 +197,7 @@ async fn rotate_webhook(
 /// Removes the endpoint; queued attempts are dropped and logged (`org:settings:manage`).
 #[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 204, description = "Removed"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/organizations/{org_id}/webhook")]
+#[delete("/webhook")]
 async fn delete_webhook(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -220,7 +220,7 @@ async fn delete_webhook(
         ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
     responses((status = 200, body = Page<LogView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/organizations/{org_id}/webhook/deliveries")]
+#[get("/webhook/deliveries")]
 async fn list_deliveries(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -270,7 +270,7 @@ async fn list_deliveries(
 #[utoipa::path(tag = "webhook", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("delivery_id" = String, Path, description = "a record's delivery_id")),
     responses((status = 202, body = Redelivery), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/organizations/{org_id}/webhook/deliveries/{delivery_id}/redeliver")]
+#[post("/webhook/deliveries/{delivery_id}/redeliver")]
 async fn redeliver(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
