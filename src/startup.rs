@@ -112,8 +112,10 @@ impl Application {
         if config.server.workers > 0 {
             server = server.workers(config.server.workers);
         }
-        let server = server.disable_signals().listen(listener)?.run();
+        let server = server.disable_signals().listen(listener)?;
+        // The contract's first line after binding; actix logs its own only from `run`.
         tracing::info!("listening on {address}");
+        let server = server.run();
         Ok(Application {
             port: address.port(),
             server,
