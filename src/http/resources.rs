@@ -1,9 +1,11 @@
 //! Helpers shared by the workspace-resource routes.
 
 use actix_web::{HttpRequest, HttpResponse};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::error::ApiError;
+use crate::domain::event::EventKind;
 use crate::domain::resources::routes::RouteSpec;
 use crate::domain::resources::Resource;
 use crate::http::extract::OrgAccess;
@@ -52,4 +54,44 @@ pub fn list<T: Resource + ToSchema>(
         None
     };
     Ok(HttpResponse::Ok().json(Page { items, next_cursor }))
+}
+
+/// The resource named by the path, checked in the contract's order: 404
+/// when it is not the organization's, then 403 unless the caller holds
+/// what `route` needs.
+pub fn locate<T: Resource>(
+    ctx: &AppContext,
+    access: &OrgAccess,
+    raw_id: &str,
+    route: RouteSpec,
+) -> Result<T, ApiError> {
+    let current = access.workspace(ctx).get::<T>(resource_id::<T>(raw_id)?)?;
+    access.allow(route)?;
+    Ok(current)
+}
+
+/// `GET …/{id}`: the resource as stored.
+pub fn get_resource<T: Resource + Serialize>(
+    ctx: &AppContext,
+    access: &OrgAccess,
+    raw_id: &str,
+    route: RouteSpec,
+) -> Result<HttpResponse, ApiError> {
+    Ok(HttpResponse::Ok().json(locate::<T>(ctx, access, raw_id, route)?))
+}
+
+/// `DELETE …/{id}`: removes the resource, firing `event` with its last representation.
+pub async fn delete_resource<T: Resource>(
+    ctx: &AppContext,
+    access: &OrgAccess,
+    raw_id: &str,
+    route: RouteSpec,
+    event: Option<EventKind>,
+) -> Result<HttpResponse, ApiError> {
+    let current = locate::<T>(ctx, access, raw_id, route)?;
+    access
+        .workspace(ctx)
+        .delete::<T>(current.id(), event)
+        .await?;
+    Ok(HttpResponse::NoContent().finish())
 }

@@ -10,11 +10,12 @@ use crate::domain::resources::analyses::{
 };
 use crate::domain::resources::decisions::{Decision, DecisionStatus};
 use crate::domain::resources::routes::*;
+use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resources::{list, resource_id};
+use crate::http::resources::{get_resource, list, locate};
 use crate::http::AppContext;
 use crate::workspace::Changed;
 
@@ -80,11 +81,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let analysis: Analysis = access
-        .workspace(&ctx)
-        .get(resource_id::<Analysis>(&path.1)?)?;
-    access.allow(ANALYSES_GET)?;
-    Ok(HttpResponse::Ok().json(analysis))
+    get_resource::<Analysis>(&ctx, &access, &path.1, ANALYSES_GET)
 }
 
 /// Accepts the proposed findings; fires `pr.results_accepted` (409 when already accepted).
@@ -96,10 +93,8 @@ async fn accept(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Analysis>(&ctx, &access, &path.1, ANALYSES_ACCEPT)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Analysis>(&path.1)?;
-    workspace.get::<Analysis>(id)?;
-    access.allow(ANALYSES_ACCEPT)?;
     let accepted = workspace
         .update(id, |mut analysis: Analysis| {
             if analysis.status == AnalysisStatus::Accepted {

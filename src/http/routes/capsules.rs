@@ -7,11 +7,12 @@ use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::resources::capsules::{Capsule, CreateCapsule, SupersedeCapsule, UpdateCapsule};
 use crate::domain::resources::routes::*;
+use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resources::{list, resource_id};
+use crate::http::resources::{delete_resource, get_resource, list, locate};
 use crate::http::AppContext;
 use crate::workspace::Changed;
 
@@ -67,11 +68,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let capsule: Capsule = access
-        .workspace(&ctx)
-        .get(resource_id::<Capsule>(&path.1)?)?;
-    access.allow(CAPSULES_GET)?;
-    Ok(HttpResponse::Ok().json(capsule))
+    get_resource::<Capsule>(&ctx, &access, &path.1, CAPSULES_GET)
 }
 
 /// Edits title, body, scope or attachments (409 CAPSULE_FROZEN when frozen); fires `capsule.updated`.
@@ -85,10 +82,8 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_UPDATE)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Capsule>(&path.1)?;
-    workspace.get::<Capsule>(id)?;
-    access.allow(CAPSULES_UPDATE)?;
     let apply = input.parse::<UpdateCapsule>()?.validate()?;
     let updated = workspace
         .edit(id, apply, Some(EventKind::CapsuleUpdated))
@@ -105,10 +100,8 @@ async fn freeze(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_FREEZE)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Capsule>(&path.1)?;
-    workspace.get::<Capsule>(id)?;
-    access.allow(CAPSULES_FREEZE)?;
     let frozen = workspace
         .edit(
             id,
@@ -136,10 +129,8 @@ async fn supersede(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_SUPERSEDE)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Capsule>(&path.1)?;
-    workspace.get::<Capsule>(id)?;
-    access.allow(CAPSULES_SUPERSEDE)?;
     let succession = input.parse::<SupersedeCapsule>()?.validate()?;
     let replaced = workspace
         .update(id, |old: Capsule| {
@@ -165,12 +156,12 @@ async fn remove(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let workspace = access.workspace(&ctx);
-    let id = resource_id::<Capsule>(&path.1)?;
-    workspace.get::<Capsule>(id)?;
-    access.allow(CAPSULES_DELETE)?;
-    workspace
-        .delete::<Capsule>(id, Some(EventKind::CapsuleDeleted))
-        .await?;
-    Ok(HttpResponse::NoContent().finish())
+    delete_resource::<Capsule>(
+        &ctx,
+        &access,
+        &path.1,
+        CAPSULES_DELETE,
+        Some(EventKind::CapsuleDeleted),
+    )
+    .await
 }

@@ -9,11 +9,12 @@ use crate::domain::resources::decisions::{
     move_permission, ChangeStatus, CreateDecision, Decision, UpdateDecision,
 };
 use crate::domain::resources::routes::*;
+use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resources::{list, resource_id};
+use crate::http::resources::{delete_resource, get_resource, list, locate, resource_id};
 use crate::http::AppContext;
 use crate::time::Timestamp;
 use crate::workspace::Changed;
@@ -71,11 +72,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let decision: Decision = access
-        .workspace(&ctx)
-        .get(resource_id::<Decision>(&path.1)?)?;
-    access.allow(DECISIONS_GET)?;
-    Ok(HttpResponse::Ok().json(decision))
+    get_resource::<Decision>(&ctx, &access, &path.1, DECISIONS_GET)
 }
 
 /// Edits title, statement, rationale, tags or links; fires `decision.updated` when something changed.
@@ -88,10 +85,8 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Decision>(&ctx, &access, &path.1, DECISIONS_UPDATE)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Decision>(&path.1)?;
-    workspace.get::<Decision>(id)?;
-    access.allow(DECISIONS_UPDATE)?;
     let apply = input.parse::<UpdateDecision>()?.validate()?;
     let updated = workspace
         .edit(
@@ -112,14 +107,14 @@ async fn remove(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let workspace = access.workspace(&ctx);
-    let id = resource_id::<Decision>(&path.1)?;
-    workspace.get::<Decision>(id)?;
-    access.allow(DECISIONS_DELETE)?;
-    workspace
-        .delete::<Decision>(id, Some(EventKind::DecisionDeleted))
-        .await?;
-    Ok(HttpResponse::NoContent().finish())
+    delete_resource::<Decision>(
+        &ctx,
+        &access,
+        &path.1,
+        DECISIONS_DELETE,
+        Some(EventKind::DecisionDeleted),
+    )
+    .await
 }
 
 /// Moves the status (DRAFT→PENDING `update`; PENDING→ACCEPTED `accept`; PENDING→REJECTED `reject`;

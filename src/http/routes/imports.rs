@@ -8,11 +8,12 @@ use crate::domain::event::EventKind;
 use crate::domain::resources::imports::{finish, Import, ImportResult, ImportStatus, StartImport};
 use crate::domain::resources::projects::Project;
 use crate::domain::resources::routes::*;
+use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resources::{list, resource_id};
+use crate::http::resources::{get_resource, list, locate, resource_id};
 use crate::http::AppContext;
 use crate::workspace::Changed;
 
@@ -72,11 +73,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let import: Import = access
-        .workspace(&ctx)
-        .get(resource_id::<Import>(&path.1)?)?;
-    access.allow(IMPORTS_GET)?;
-    Ok(HttpResponse::Ok().json(import))
+    get_resource::<Import>(&ctx, &access, &path.1, IMPORTS_GET)
 }
 
 /// Cancels a running import (409 INVALID_TRANSITION when it finished).
@@ -88,10 +85,8 @@ async fn cancel(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Import>(&ctx, &access, &path.1, IMPORTS_CANCEL)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Import>(&path.1)?;
-    workspace.get::<Import>(id)?;
-    access.allow(IMPORTS_CANCEL)?;
     let cancelled = workspace
         .update(id, |import: Import| {
             Ok(Changed::new(finish(
@@ -116,10 +111,8 @@ async fn result(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Import>(&ctx, &access, &path.1, IMPORTS_RESULT)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Import>(&path.1)?;
-    workspace.get::<Import>(id)?;
-    access.allow(IMPORTS_RESULT)?;
     let (status, reason) = input.parse::<ImportResult>()?.validate()?;
     let event = if status == ImportStatus::Completed {
         EventKind::ProjectImportCompleted

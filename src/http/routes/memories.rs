@@ -7,11 +7,12 @@ use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::resources::memories::{CreateMemory, Memory, UpdateMemory};
 use crate::domain::resources::routes::*;
+use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resources::{list, resource_id};
+use crate::http::resources::{delete_resource, get_resource, list, locate};
 use crate::http::AppContext;
 use crate::workspace::Changed;
 
@@ -65,11 +66,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let memory: Memory = access
-        .workspace(&ctx)
-        .get(resource_id::<Memory>(&path.1)?)?;
-    access.allow(MEMORIES_GET)?;
-    Ok(HttpResponse::Ok().json(memory))
+    get_resource::<Memory>(&ctx, &access, &path.1, MEMORIES_GET)
 }
 
 /// Edits content or metadata; fires `memory.updated` when something changed.
@@ -82,10 +79,8 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Memory>(&ctx, &access, &path.1, MEMORIES_UPDATE)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Memory>(&path.1)?;
-    workspace.get::<Memory>(id)?;
-    access.allow(MEMORIES_UPDATE)?;
     let apply = input.parse::<UpdateMemory>()?.validate()?;
     let updated = workspace
         .edit(
@@ -106,12 +101,12 @@ async fn remove(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let workspace = access.workspace(&ctx);
-    let id = resource_id::<Memory>(&path.1)?;
-    workspace.get::<Memory>(id)?;
-    access.allow(MEMORIES_DELETE)?;
-    workspace
-        .delete::<Memory>(id, Some(EventKind::MemoryDeleted))
-        .await?;
-    Ok(HttpResponse::NoContent().finish())
+    delete_resource::<Memory>(
+        &ctx,
+        &access,
+        &path.1,
+        MEMORIES_DELETE,
+        Some(EventKind::MemoryDeleted),
+    )
+    .await
 }

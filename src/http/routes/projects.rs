@@ -7,11 +7,12 @@ use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::resources::projects::{CreateProject, Project, UpdateProject};
 use crate::domain::resources::routes::*;
+use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resources::{list, resource_id};
+use crate::http::resources::{delete_resource, get_resource, list, locate};
 use crate::http::AppContext;
 use crate::workspace::Changed;
 
@@ -65,11 +66,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let project: Project = access
-        .workspace(&ctx)
-        .get(resource_id::<Project>(&path.1)?)?;
-    access.allow(PROJECTS_GET)?;
-    Ok(HttpResponse::Ok().json(project))
+    get_resource::<Project>(&ctx, &access, &path.1, PROJECTS_GET)
 }
 
 /// Renames a project or changes its repository.
@@ -82,10 +79,8 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Project>(&ctx, &access, &path.1, PROJECTS_UPDATE)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Project>(&path.1)?;
-    workspace.get::<Project>(id)?;
-    access.allow(PROJECTS_UPDATE)?;
     let apply = input.parse::<UpdateProject>()?.validate()?;
     let updated = workspace.edit(id, |p: &Project| Ok(apply(p)), None).await?;
     Ok(HttpResponse::Ok().json(updated))
@@ -100,10 +95,5 @@ async fn remove(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let workspace = access.workspace(&ctx);
-    let id = resource_id::<Project>(&path.1)?;
-    workspace.get::<Project>(id)?;
-    access.allow(PROJECTS_DELETE)?;
-    workspace.delete::<Project>(id, None).await?;
-    Ok(HttpResponse::NoContent().finish())
+    delete_resource::<Project>(&ctx, &access, &path.1, PROJECTS_DELETE, None).await
 }

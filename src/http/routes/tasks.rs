@@ -8,11 +8,12 @@ use crate::domain::event::EventKind;
 use crate::domain::resources::projects::Project;
 use crate::domain::resources::routes::*;
 use crate::domain::resources::tasks::{CreateTask, Task, TaskStatus, UpdateTask};
+use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resources::{list, resource_id};
+use crate::http::resources::{delete_resource, get_resource, list, locate};
 use crate::http::AppContext;
 use crate::ids::ResourceId;
 use crate::time::Timestamp;
@@ -80,9 +81,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let task: Task = access.workspace(&ctx).get(resource_id::<Task>(&path.1)?)?;
-    access.allow(TASKS_GET)?;
-    Ok(HttpResponse::Ok().json(task))
+    get_resource::<Task>(&ctx, &access, &path.1, TASKS_GET)
 }
 
 /// Edits title, description or status (adjacent moves only); a status move fires
@@ -97,10 +96,8 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    let id = locate::<Task>(&ctx, &access, &path.1, TASKS_UPDATE)?.id();
     let workspace = access.workspace(&ctx);
-    let id = resource_id::<Task>(&path.1)?;
-    workspace.get::<Task>(id)?;
-    access.allow(TASKS_UPDATE)?;
     let patch = input.parse::<UpdateTask>()?.validate()?;
     let updated = workspace
         .update(id, |current: Task| {
@@ -128,10 +125,5 @@ async fn remove(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let workspace = access.workspace(&ctx);
-    let id = resource_id::<Task>(&path.1)?;
-    workspace.get::<Task>(id)?;
-    access.allow(TASKS_DELETE)?;
-    workspace.delete::<Task>(id, None).await?;
-    Ok(HttpResponse::NoContent().finish())
+    delete_resource::<Task>(&ctx, &access, &path.1, TASKS_DELETE, None).await
 }
