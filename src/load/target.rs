@@ -72,7 +72,7 @@ impl Target {
         Ok((response.status().as_u16(), value, started.elapsed()))
     }
 
-    async fn expect(
+    async fn call_expecting(
         &self,
         method: Method,
         path: &str,
@@ -89,7 +89,7 @@ impl Target {
 
     async fn user_with_token(&self, email: &str) -> Result<(String, String), String> {
         let user = self
-            .expect(
+            .call_expecting(
                 Method::POST,
                 "/admin/users",
                 &self.admin.clone(),
@@ -99,7 +99,7 @@ impl Target {
             .await?;
         let id = user["id"].as_str().unwrap_or_default().to_owned();
         let token = self
-            .expect(
+            .call_expecting(
                 Method::POST,
                 &format!("/admin/users/{id}/tokens"),
                 &self.admin.clone(),
@@ -112,7 +112,7 @@ impl Target {
 
     async fn org(&self, owner: &str, name: String) -> Result<String, String> {
         let org = self
-            .expect(
+            .call_expecting(
                 Method::POST,
                 "/admin/organizations",
                 &self.admin.clone(),
@@ -126,7 +126,7 @@ impl Target {
     async fn webhook(&self, org: &str, token: &str, url: String) -> Result<Secret, String> {
         let body = json!({"url": url, "events": ["task.created"]});
         let test = self
-            .expect(
+            .call_expecting(
                 Method::POST,
                 &format!("/organizations/{org}/webhook/test"),
                 token,
@@ -137,7 +137,7 @@ impl Target {
         if test["passed"] != json!(true) {
             return Err(format!("webhook test against the sink failed: {test}"));
         }
-        self.expect(
+        self.call_expecting(
             Method::PUT,
             &format!("/organizations/{org}/webhook"),
             token,
@@ -175,7 +175,7 @@ impl Target {
         }
         let first = ids[0].clone();
         let role = self
-            .expect(
+            .call_expecting(
                 Method::POST,
                 &format!("/organizations/{first}/roles"),
                 &owner_token,
@@ -186,7 +186,7 @@ impl Target {
         let (reader, reader_token) = self
             .user_with_token(&format!("load-reader-{tag}@example.test"))
             .await?;
-        self.expect(
+        self.call_expecting(
             Method::POST,
             &format!("/organizations/{first}/members"),
             &owner_token,
