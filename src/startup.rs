@@ -4,7 +4,6 @@
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix::{Actor, Arbiter};
 use actix_web::dev::{Server, ServerHandle, ServiceResponse};
@@ -291,6 +290,3 @@ fn ensure_problem_body<B>(res: ServiceResponse<B>) -> actix_web::Result<ErrorHan
         ServiceResponse::new(req, response).map_into_right_body(),
     ))
 }
-
-/// How long to wait for in-flight work when stopping tests' servers.
-pub const TEST_SHUTDOWN: Duration = Duration::from_secs(5);

@@ -3,6 +3,25 @@
 
 use crate::domain::permissions::Permission;
 
+/// What kind of resource a body may reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// A decision (PR analysis findings).
+    Decision,
+    /// A project (a task's `project_id`).
+    Project,
+}
+
+impl Reference {
+    /// The kind's name, for details.
+    pub fn name(self) -> &'static str {
+        match self {
+            Reference::Decision => "decision",
+            Reference::Project => "project",
+        }
+    }
+}
+
 /// A refused request, or an internal failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -37,9 +56,10 @@ pub enum ApiError {
     /// Editing a frozen capsule.
     #[error("the capsule is frozen")]
     CapsuleFrozen,
-    /// A body names something that is not a resource of this organization.
-    #[error("{1} does not name a {0} of this organization")]
-    UnknownReference(&'static str, &'static str),
+    /// A body names something that is not a resource of this organization
+    /// (the kind, and the field that names it).
+    #[error("{field} does not name a {kind} of this organization", kind = .0.name(), field = .1)]
+    UnknownReference(Reference, &'static str),
     /// Demoting or removing the last Owner.
     #[error("the organization must keep at least one Owner; transfer ownership first")]
     MustHaveOwner,
@@ -157,8 +177,8 @@ impl ApiError {
             TestRequired(_) => "TEST_REQUIRED",
             InvalidTransition { .. } => "INVALID_TRANSITION",
             CapsuleFrozen => "CAPSULE_FROZEN",
-            UnknownReference("decision", _) => "UNKNOWN_DECISION",
-            UnknownReference(..) => "UNKNOWN_PROJECT",
+            UnknownReference(Reference::Decision, _) => "UNKNOWN_DECISION",
+            UnknownReference(Reference::Project, _) => "UNKNOWN_PROJECT",
             MustHaveOwner => "MUST_HAVE_OWNER",
             Unauthenticated(_) => "UNAUTHENTICATED",
             LicenseRequired => "LICENSE_REQUIRED",

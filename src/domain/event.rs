@@ -76,15 +76,6 @@ pub trait EventSink: Send + Sync {
     fn stage(&self, state: &OrgState, events: &[Event]) -> Vec<Write>;
 }
 
-/// The sink used until webhook delivery exists: events are dropped.
-pub struct DiscardEvents;
-
-impl EventSink for DiscardEvents {
-    fn stage(&self, _state: &OrgState, _events: &[Event]) -> Vec<Write> {
-        Vec::new()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::domain::error::ApiError;
+use crate::domain::error::{ApiError, Reference};
 use crate::domain::event::EventKind;
 use crate::domain::resources::analyses::{
     violation_data, Analysis, AnalysisStatus, ReportAnalysis,
@@ -46,7 +46,7 @@ async fn report(
     for finding in &analysis.findings {
         let decision: Decision = workspace
             .get(finding.decision_id)
-            .map_err(|_| ApiError::UnknownReference("decision", "findings.decision_id"))?;
+            .map_err(|_| ApiError::UnknownReference(Reference::Decision, "findings.decision_id"))?;
         if decision.status == DecisionStatus::Accepted {
             changed = changed.emit_data(
                 EventKind::PrViolationDetected,

@@ -3,7 +3,7 @@
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::domain::error::ApiError;
+use crate::domain::error::{ApiError, Reference};
 use crate::domain::event::EventKind;
 use crate::domain::resources::projects::Project;
 use crate::domain::resources::routes::*;
@@ -49,7 +49,7 @@ async fn create(
             .ok_or_else(|| ApiError::invalid("project_id", "must be a project id (UUID)"))?;
         workspace
             .get::<Project>(id)
-            .map_err(|_| ApiError::UnknownReference("project", "project_id"))?;
+            .map_err(|_| ApiError::UnknownReference(Reference::Project, "project_id"))?;
         task.project_id = Some(id);
     }
     let created = workspace
