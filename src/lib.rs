@@ -22,6 +22,7 @@ pub mod accounts;
 pub mod actors;
 pub mod cli;
 pub mod config;
+pub mod dashboard;
 pub mod directory;
 pub mod domain;
 pub mod http;

@@ -19,6 +19,7 @@ use crate::actors::log::LogActor;
 use crate::actors::messages::{Drain, Enqueue, FlushLog};
 use crate::actors::registry::Registry;
 use crate::config::Config;
+use crate::dashboard;
 use crate::directory::Directory;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
 use crate::http::request_id::assign_request_id;
@@ -105,6 +106,7 @@ impl Application {
                 .into_utoipa_app()
                 .configure(routes::configure)
                 .into_app()
+                .configure(dashboard::configure)
                 .default_service(web::to(fallback::no_route))
         })
         .shutdown_timeout(config.server.shutdown_timeout_secs);
