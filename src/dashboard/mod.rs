@@ -12,11 +12,23 @@ struct Asset {
     body: &'static str,
 }
 
-const ASSETS: &[Asset] = &[Asset {
-    path: "/",
-    content_type: "text/html; charset=utf-8",
-    body: include_str!("assets/index.html"),
-}];
+const ASSETS: &[Asset] = &[
+    Asset {
+        path: "/",
+        content_type: "text/html; charset=utf-8",
+        body: include_str!("assets/index.html"),
+    },
+    Asset {
+        path: "/app.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("assets/app.js"),
+    },
+    Asset {
+        path: "/app.css",
+        content_type: "text/css; charset=utf-8",
+        body: include_str!("assets/app.css"),
+    },
+];
 
 /// Nothing is fetched from elsewhere; scripts and styles come from this origin only.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; img-src 'self' data:; \

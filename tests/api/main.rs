@@ -4,11 +4,13 @@
 
 mod helpers;
 mod receiver;
+mod webdriver;
 
 mod actors;
 mod admin;
 mod audit;
 mod bad_input;
+mod dashboard_browser;
 mod isolation;
 mod members;
 mod openapi;
