@@ -24,6 +24,10 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Call the admin API of a running server: create users, tokens and
+    /// organizations, change plans. The admin token comes from
+    /// ROLECALL_ADMIN__TOKEN, else from <data dir>/admin-token.
+    Admin(crate::admin_cli::AdminArgs),
     /// Drive a server with load scenarios and report throughput and latency
     /// (see BENCHMARKS.md).
     Load(crate::load::LoadArgs),

@@ -43,6 +43,17 @@ pub struct Config {
     pub actors: ActorConfig,
     /// Logging.
     pub log: LogConfig,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Bearer token required by `GET /metrics`; empty leaves it open.
+    #[serde(deserialize_with = "secret")]
+    pub token: Secret,
 }
 
 /// `[server]`.

@@ -20,6 +20,7 @@
 
 pub mod accounts;
 pub mod actors;
+pub mod admin_cli;
 pub mod cli;
 pub mod config;
 pub mod dashboard;
@@ -28,6 +29,7 @@ pub mod domain;
 pub mod http;
 pub mod ids;
 pub mod load;
+pub mod metrics;
 pub mod secrets;
 pub mod services;
 pub mod startup;

@@ -12,6 +12,18 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => serve(config.as_deref()),
+        Command::Admin(args) => match rolecall::admin_cli::run(args) {
+            Ok(output) => {
+                if !output.is_empty() {
+                    println!("{output}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("rolecall admin: {err}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Load(args) => match rolecall::load::run(args) {
             Ok(_) => ExitCode::SUCCESS,
             Err(err) => {

@@ -13,6 +13,7 @@ use crate::directory::Directory;
 use crate::domain::delivery::LogRecord;
 use crate::domain::event::EventSink;
 use crate::domain::org_state::Edit;
+use crate::metrics::Metrics;
 use crate::storage::Storage;
 use crate::storage::Write;
 use crate::time::Timestamp;
@@ -31,6 +32,8 @@ pub struct Services {
     pub events: Arc<dyn EventSink>,
     /// SHA-256 of the admin token.
     pub admin_token_sha256: [u8; 32],
+    /// SHA-256 of the token `/metrics` requires, when one is configured.
+    pub metrics_token_sha256: Option<[u8; 32]>,
     /// How long an organization actor lives without messages.
     pub org_idle_timeout: Duration,
     /// The delivery pipeline.
@@ -41,14 +44,29 @@ pub struct Services {
     pub client: ClientSettings,
 }
 
-/// Addresses of the delivery actors, set once they are started.
-#[derive(Default)]
+/// Addresses of the delivery actors, set once they are started, and the
+/// metrics that count what they log.
 pub struct Delivery {
     dispatcher: OnceLock<Addr<Dispatcher>>,
     log: OnceLock<Addr<LogActor>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Delivery {
+    /// No actors yet; records will be counted in `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Delivery {
+            dispatcher: OnceLock::new(),
+            log: OnceLock::new(),
+            metrics,
+        }
+    }
+
+    /// The application's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// Records the started actors.
     pub fn set(&self, dispatcher: Addr<Dispatcher>, log: Addr<LogActor>) {
         let _ = self.dispatcher.set(dispatcher);
@@ -73,6 +91,7 @@ impl Delivery {
             match write {
                 Write::PutJob(job) => jobs.push(job.clone()),
                 Write::Log(record) => {
+                    self.metrics.delivery_logged([record]);
                     if let Some(log) = self.log() {
                         log.do_send(Touched(record.organization_id));
                     }

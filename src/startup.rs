@@ -21,10 +21,11 @@ use crate::actors::registry::Registry;
 use crate::config::Config;
 use crate::dashboard;
 use crate::directory::Directory;
+use crate::http::observe::observe;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
-use crate::http::request_id::assign_request_id;
 use crate::http::routes::{self, fallback, openapi};
 use crate::http::AppContext;
+use crate::metrics::Metrics;
 use crate::secrets::{new_token, Secret};
 use crate::services::Delivery;
 use crate::services::Services;
@@ -40,6 +41,9 @@ pub enum StartupError {
     /// The webhook TLS configuration could not be built.
     #[error("{0}")]
     Tls(String),
+    /// The metrics registry could not be built.
+    #[error("metrics: {0}")]
+    Metrics(String),
     /// Storage could not be opened or loaded.
     #[error("storage: {0}")]
     Storage(#[from] StorageError),
@@ -79,8 +83,12 @@ impl Application {
             storage,
             events: Arc::new(Outbox),
             admin_token_sha256,
+            metrics_token_sha256: Some(config.metrics.token.digest())
+                .filter(|_| !config.metrics.token.expose().is_empty()),
             org_idle_timeout: config.actors.org_idle_timeout(),
-            delivery: Delivery::default(),
+            delivery: Delivery::new(Arc::new(
+                Metrics::new().map_err(|e| StartupError::Metrics(e.to_string()))?,
+            )),
             tests: PendingTests::default(),
             client,
         });
@@ -102,7 +110,7 @@ impl Application {
                 .app_data(context.clone())
                 .app_data(document.clone())
                 .wrap(ErrorHandlers::new().default_handler(ensure_problem_body))
-                .wrap(from_fn(assign_request_id))
+                .wrap(from_fn(observe))
                 .into_utoipa_app()
                 .configure(routes::configure)
                 .into_app()
@@ -181,7 +189,12 @@ impl Application {
 /// Starts the log actor, the dispatcher and one delivery actor per thread.
 fn start_delivery(config: &Config, services: &Arc<Services>) -> Vec<Arbiter> {
     let hooks = &config.webhooks;
-    let log = LogActor::new(services.storage.clone(), hooks.log_retention).start();
+    let log = LogActor::new(
+        services.storage.clone(),
+        services.delivery.metrics().clone(),
+        hooks.log_retention,
+    )
+    .start();
     let limits = Limits {
         per_org: hooks.max_in_flight_per_org.max(1),
         total: hooks.max_in_flight_total.max(1),

@@ -1,4 +1,7 @@
 //! Logging setup: `pretty` for people or `json` (one object per line).
+//!
+//! A request's lines carry its id: in json as `span.request_id` (and as
+//! `request_id` on the access line), in pretty output in the span prefix.
 
 use std::io::IsTerminal;
 
@@ -17,7 +20,11 @@ pub fn init(config: &LogConfig) {
         .with_max_level(level)
         .with_target(false);
     let _ = match config.format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_span_list(false)
+            .try_init(),
         LogFormat::Pretty => builder
             .with_ansi(std::io::stdout().is_terminal())
             .try_init(),

@@ -43,6 +43,8 @@ pub struct Dispatcher {
     queues: HashMap<OrgId, OrgQueue>,
     rotation: VecDeque<OrgId>,
     in_flight: usize,
+    /// Jobs waiting on a timer (retries, recovered jobs not yet due).
+    scheduled: usize,
     limits: Limits,
     retry_delay: Duration,
     workers: Vec<Addr<DeliveryActor>>,
@@ -61,6 +63,7 @@ impl Dispatcher {
             queues: HashMap::new(),
             rotation: VecDeque::new(),
             in_flight: 0,
+            scheduled: 0,
             limits,
             retry_delay,
             workers: Vec::new(),
@@ -99,7 +102,9 @@ impl Dispatcher {
         if wait <= 0 {
             self.ready(job);
         } else {
+            self.scheduled += 1;
             ctx.run_later(Duration::from_millis(wait as u64), move |act, _| {
+                act.scheduled = act.scheduled.saturating_sub(1);
                 act.ready(job);
                 act.pump();
             });
@@ -234,6 +239,34 @@ impl Handler<DropOrg> for Dispatcher {
             .unwrap_or_default();
         for job in dropped {
             self.finish(job, endpoint_removed());
+        }
+    }
+}
+
+/// Asks for the queue depth by state (for metrics).
+#[derive(Message)]
+#[rtype(result = "QueueDepth")]
+pub struct GetQueueDepth;
+
+/// Unfinished deliveries by state.
+#[derive(Clone, Copy, Debug, Default, MessageResponse)]
+pub struct QueueDepth {
+    /// Due, waiting for a free slot.
+    pub ready: usize,
+    /// Being attempted.
+    pub in_flight: usize,
+    /// Waiting for their due time.
+    pub scheduled: usize,
+}
+
+impl Handler<GetQueueDepth> for Dispatcher {
+    type Result = QueueDepth;
+
+    fn handle(&mut self, _: GetQueueDepth, _: &mut Self::Context) -> QueueDepth {
+        QueueDepth {
+            ready: self.queues.values().map(|q| q.ready.len()).sum(),
+            in_flight: self.in_flight,
+            scheduled: self.scheduled,
         }
     }
 }

@@ -3,12 +3,14 @@
 //! organization's log to the newest `webhooks.log_retention` records.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 
 use crate::actors::messages::{AppendLog, FlushLog, Touched};
 use crate::ids::OrgId;
+use crate::metrics::Metrics;
 use crate::storage::{Storage, Write};
 
 /// A batch is committed at this size, or after [`BATCH_WINDOW`].
@@ -21,6 +23,7 @@ const PRUNE_EVERY: Duration = Duration::from_millis(500);
 /// Batches delivery-log writes.
 pub struct LogActor {
     storage: Storage,
+    metrics: Arc<Metrics>,
     retention: usize,
     buffer: Vec<Write>,
     /// Organizations with new records since the last prune.
@@ -30,9 +33,10 @@ pub struct LogActor {
 
 impl LogActor {
     /// A log actor writing to `storage`, keeping `retention` records per org.
-    pub fn new(storage: Storage, retention: usize) -> Self {
+    pub fn new(storage: Storage, metrics: Arc<Metrics>, retention: usize) -> Self {
         LogActor {
             storage,
+            metrics,
             retention,
             buffer: Vec::new(),
             touched: HashSet::new(),
@@ -46,8 +50,16 @@ impl LogActor {
             return;
         }
         let batch = std::mem::take(&mut self.buffer);
-        if let Err(err) = self.storage.commit(&batch) {
-            tracing::error!(error = %err, records = batch.len(), "writing the delivery log failed");
+        match self.storage.commit(&batch) {
+            Ok(()) => self
+                .metrics
+                .delivery_logged(batch.iter().filter_map(|w| match w {
+                    Write::Log(record) => Some(record),
+                    _ => None,
+                })),
+            Err(err) => {
+                tracing::error!(error = %err, records = batch.len(), "writing the delivery log failed")
+            }
         }
     }
 

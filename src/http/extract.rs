@@ -98,6 +98,30 @@ impl FromRequest for AdminAuth {
     }
 }
 
+/// A scrape of `/metrics`: open when `metrics.token` is empty, else it
+/// needs that bearer token (401 otherwise).
+pub struct MetricsAuth;
+
+impl FromRequest for MetricsAuth {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready((|| {
+            let Some(expected) = context(req)?.services.metrics_token_sha256 else {
+                return Ok(MetricsAuth);
+            };
+            if constant_time_eq(&sha256(bearer(req)?.as_bytes()), &expected) {
+                Ok(MetricsAuth)
+            } else {
+                Err(ApiError::Unauthenticated(
+                    "this endpoint requires the metrics token",
+                ))
+            }
+        })())
+    }
+}
+
 /// A member's request on `/organizations/{org_id}/…`: 401, then 404 when
 /// the organization is unknown or the caller is not a member.
 pub struct OrgAccess {

@@ -3,6 +3,7 @@
 
 pub mod body;
 pub mod extract;
+pub mod observe;
 pub mod paging;
 pub mod problem;
 pub mod request_id;

@@ -288,6 +288,16 @@ impl Storage {
         self.durable().await
     }
 
+    /// Unfinished deliveries in the outbox (counts keys: a scan, for metrics).
+    pub fn outbox_len(&self) -> usize {
+        self.tree(TreeName::Outbox).len()
+    }
+
+    /// The database's size on disk in bytes (0 if it cannot be read).
+    pub fn size_on_disk(&self) -> u64 {
+        self.db.size_on_disk().unwrap_or(0)
+    }
+
     /// The stored admin-token hash, if any.
     pub fn admin_token_hash(&self) -> Result<Option<[u8; 32]>, StorageError> {
         let value = self.tree(TreeName::Meta).get(keys::ADMIN_TOKEN_SHA256)?;

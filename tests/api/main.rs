@@ -8,6 +8,7 @@ mod webdriver;
 
 mod actors;
 mod admin;
+mod admin_cli;
 mod audit;
 mod bad_input;
 mod dashboard_browser;

@@ -12,6 +12,7 @@ pub mod imports;
 pub mod me;
 pub mod members;
 pub mod memories;
+pub mod metrics;
 pub mod openapi;
 pub mod organizations;
 pub mod projects;
@@ -29,6 +30,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     openapi::configure(cfg);
     admin::configure(cfg);
     me::configure(cfg);
+    metrics::configure(cfg);
     cfg.service(utoipa_actix_web::scope("/organizations/{org_id}").configure(organization_routes));
 }
 

@@ -1,0 +1,350 @@
+//! `rolecall admin`: the admin API from the command line, for operators.
+//!
+//! It talks to a running server over HTTP. The admin token is never taken
+//! from the command line (where `ps` and shell history would show it): it
+//! comes from `ROLECALL_ADMIN__TOKEN`, else from the file the server wrote
+//! on first start, `<data dir>/admin-token`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use actix_web::http::Method;
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{json, Value};
+
+/// Options of `rolecall admin`.
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    /// Base URL of the running server.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub url: String,
+    /// Data directory of the server, to read `<DIR>/admin-token` from when
+    /// ROLECALL_ADMIN__TOKEN is not set [default: $ROLECALL_STORAGE__DATA_DIR, else ./data].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Print the server's JSON answer instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+/// Admin subcommands.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Users.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Bearer tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Organizations.
+    #[command(subcommand)]
+    Org(OrgCommand),
+}
+
+/// `rolecall admin user ...`.
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user (emails are unique, compared case-insensitively).
+    Create {
+        /// The user's email address.
+        #[arg(long)]
+        email: String,
+        /// Display name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+/// `rolecall admin token ...`.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Issue a bearer token for a user. Its plaintext is printed once; the
+    /// server keeps only its SHA-256.
+    Create {
+        /// The user the token authenticates as.
+        #[arg(long, value_name = "ID")]
+        user_id: String,
+        /// `api` for programs, `session` for people.
+        #[arg(long, value_enum, default_value = "api")]
+        kind: TokenKind,
+        /// A label to recognise the token by.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Revoke a token: it fails with 401 from the next request on.
+    Revoke {
+        /// The token's id (not its plaintext).
+        #[arg(long, value_name = "ID")]
+        token_id: String,
+    },
+}
+
+/// `rolecall admin org ...`.
+#[derive(Debug, Subcommand)]
+pub enum OrgCommand {
+    /// Create an organization with its first Owner.
+    Create {
+        /// Display name.
+        #[arg(long)]
+        name: String,
+        /// Billing plan (custom roles need enterprise).
+        #[arg(long, value_enum)]
+        plan: Plan,
+        /// The user who becomes its first Owner.
+        #[arg(long, value_name = "ID")]
+        owner_user_id: String,
+    },
+    /// Change an organization's plan.
+    SetPlan {
+        /// The organization.
+        #[arg(long, value_name = "ID")]
+        org_id: String,
+        /// The new plan.
+        #[arg(long, value_enum)]
+        plan: Plan,
+    },
+}
+
+/// Token kinds.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum TokenKind {
+    /// For programs.
+    Api,
+    /// For people.
+    Session,
+}
+
+/// Billing plans.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Plan {
+    /// Free.
+    Free,
+    /// Pro.
+    Pro,
+    /// Enterprise (custom roles).
+    Enterprise,
+}
+
+impl Plan {
+    fn as_str(self) -> &'static str {
+        match self {
+            Plan::Free => "free",
+            Plan::Pro => "pro",
+            Plan::Enterprise => "enterprise",
+        }
+    }
+}
+
+impl TokenKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            TokenKind::Api => "api",
+            TokenKind::Session => "session",
+        }
+    }
+}
+
+/// One admin API call.
+struct Call {
+    method: Method,
+    path: String,
+    body: Option<Value>,
+}
+
+impl AdminCommand {
+    fn call(&self) -> Call {
+        let (method, path, body) = match self {
+            AdminCommand::User(UserCommand::Create { email, name }) => (
+                Method::POST,
+                "/admin/users".to_owned(),
+                Some(with_optional(json!({"email": email}), "name", name)),
+            ),
+            AdminCommand::Token(TokenCommand::Create {
+                user_id,
+                kind,
+                name,
+            }) => (
+                Method::POST,
+                format!("/admin/users/{}/tokens", segment(user_id)),
+                Some(with_optional(json!({"kind": kind.as_str()}), "name", name)),
+            ),
+            AdminCommand::Token(TokenCommand::Revoke { token_id }) => (
+                Method::DELETE,
+                format!("/admin/tokens/{}", segment(token_id)),
+                None,
+            ),
+            AdminCommand::Org(OrgCommand::Create {
+                name,
+                plan,
+                owner_user_id,
+            }) => (
+                Method::POST,
+                "/admin/organizations".to_owned(),
+                Some(json!({"name": name, "plan": plan.as_str(), "owner_user_id": owner_user_id})),
+            ),
+            AdminCommand::Org(OrgCommand::SetPlan { org_id, plan }) => (
+                Method::PATCH,
+                format!("/admin/organizations/{}", segment(org_id)),
+                Some(json!({"plan": plan.as_str()})),
+            ),
+        };
+        Call { method, path, body }
+    }
+}
+
+fn with_optional(mut body: Value, key: &str, value: &Option<String>) -> Value {
+    if let (Some(value), Some(object)) = (value, body.as_object_mut()) {
+        object.insert(key.to_owned(), Value::String(value.clone()));
+    }
+    body
+}
+
+/// An id as one path segment: anything but letters, digits, `-`, `_` and
+/// `~` is percent-encoded (dots too), so an id can never change the path.
+fn segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for byte in id.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// Runs the command; answers what to print on stdout, or an error message.
+pub fn run(args: AdminArgs) -> Result<String, String> {
+    let token = admin_token(args.data_dir.as_deref())?;
+    let call = args.command.call();
+    let url = format!("{}{}", args.url.trim_end_matches('/'), call.path);
+    let (status, body) = actix_web::rt::System::new().block_on(send(call, url, token))?;
+    if !(200..300).contains(&status) {
+        return Err(describe_error(status, &body));
+    }
+    Ok(match (&body, args.json) {
+        (Value::Null, _) => String::new(),
+        (body, true) => serde_json::to_string_pretty(body).unwrap_or_default(),
+        (body, false) => table(body),
+    })
+}
+
+/// `ROLECALL_ADMIN__TOKEN`, else the token file in the data directory.
+fn admin_token(data_dir: Option<&Path>) -> Result<String, String> {
+    if let Some(token) = std::env::var("ROLECALL_ADMIN__TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
+        return Ok(token.trim().to_owned());
+    }
+    let dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| {
+        std::env::var_os("ROLECALL_STORAGE__DATA_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("./data"))
+    });
+    let path = dir.join("admin-token");
+    let token = std::fs::read_to_string(&path).map_err(|err| {
+        format!(
+            "no admin token: ROLECALL_ADMIN__TOKEN is not set and {} cannot be read ({err})",
+            path.display()
+        )
+    })?;
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(format!("no admin token: {} is empty", path.display()));
+    }
+    Ok(token.to_owned())
+}
+
+async fn send(call: Call, url: String, token: String) -> Result<(u16, Value), String> {
+    let client = awc::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .finish();
+    let request = client
+        .request(call.method, &url)
+        .insert_header(("Authorization", format!("Bearer {token}")));
+    let sent = match call.body {
+        Some(body) => request.send_json(&body).await,
+        None => request.send().await,
+    };
+    let mut response = sent.map_err(|err| format!("cannot reach {url}: {err}"))?;
+    let bytes = response
+        .body()
+        .limit(1024 * 1024)
+        .await
+        .map_err(|err| format!("reading the answer from {url}: {err}"))?;
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    Ok((response.status().as_u16(), body))
+}
+
+/// A problem+json answer as one line: status, code, detail.
+fn describe_error(status: u16, body: &Value) -> String {
+    let code = body["code"].as_str().unwrap_or("");
+    let detail = body["detail"]
+        .as_str()
+        .or_else(|| body.as_str())
+        .unwrap_or("");
+    let field = body["field"]
+        .as_str()
+        .map(|f| format!(" (field: {f})"))
+        .unwrap_or_default();
+    format!("the server answered {status} {code}: {detail}{field}")
+}
+
+/// An object as a two-column table, keys sorted.
+fn table(body: &Value) -> String {
+    let Some(object) = body.as_object() else {
+        return body.to_string();
+    };
+    let width = object.keys().map(|k| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (key, value) in object {
+        let text = match value {
+            Value::String(s) => s.clone(),
+            Value::Null => "-".to_owned(),
+            other => other.to_string(),
+        };
+        out.push_str(&format!("{key:<width$}  {text}\n"));
+    }
+    out.pop();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_cannot_escape_their_path_segment() {
+        assert_eq!(segment("01ab-CD_9~"), "01ab-CD_9~");
+        assert_eq!(segment("../x?y=1#z"), "%2E%2E%2Fx%3Fy%3D1%23z");
+    }
+
+    #[test]
+    fn tables_align_keys_and_show_null_as_a_dash() {
+        let body = json!({"id": "u1", "email": "a@b.c", "name": null});
+        assert_eq!(table(&body), "email  a@b.c\nid     u1\nname   -");
+    }
+
+    #[test]
+    fn errors_name_status_code_detail_and_field() {
+        let body = json!({"code": "EMAIL_TAKEN", "detail": "taken", "field": "email"});
+        assert_eq!(
+            describe_error(409, &body),
+            "the server answered 409 EMAIL_TAKEN: taken (field: email)"
+        );
+    }
+}
