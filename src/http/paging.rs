@@ -7,7 +7,7 @@ use actix_web::HttpRequest;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::Serialize;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::error::ApiError;
 
@@ -23,6 +23,40 @@ pub struct Page<T: ToSchema> {
     pub items: Vec<T>,
     /// Pass as `?cursor=` for the next page; null on the last page.
     pub next_cursor: Option<String>,
+}
+
+/// The document's `?limit=&cursor=` of lists ordered by record id
+/// (workspace resources, the audit log, the delivery log): the cursor is
+/// the base64url (unpadded) of a 16-byte id, as [`ListQuery::cursor_id`] reads it.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct IdPaging {
+    /// Page size, 1..=200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    #[param(pattern = r"^[A-Za-z0-9_-]{21}[AQgw]$")]
+    cursor: Option<String>,
+}
+
+/// The document's `?limit=&cursor=` of lists ordered by another key (roles,
+/// members): the cursor is the base64url (unpadded) of 1..=512 bytes, as
+/// `decode_cursor` reads it (the pattern spells out canonical unpadded base64url).
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct KeyPaging {
+    /// Page size, 1..=200 (default 50; the role list: every role).
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    #[param(
+        min_length = 2,
+        max_length = 683,
+        pattern = r"^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?$"
+    )]
+    cursor: Option<String>,
 }
 
 /// Parsed query parameters of a list request.

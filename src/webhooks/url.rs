@@ -68,6 +68,11 @@ pub fn parse_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, UrlRefused>
     if host.is_empty() {
         return refuse("the URL has no host");
     }
+    // A host that is neither an address nor a DNS name can never be reached;
+    // say so now instead of failing the test when it resolves.
+    if literal_address(host).is_none() && !is_domain_name(host) {
+        return refuse("the URL's host is neither a domain name nor an address");
+    }
     // Names (localhost included) are judged on every address they resolve
     // to, at connect time; literals can be judged now.
     if !policy.allow_private_networks {
@@ -82,6 +87,23 @@ pub fn parse_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, UrlRefused>
     Ok(WebhookUrl {
         text: raw.to_owned(),
     })
+}
+
+/// A DNS host name: dot-separated labels of 1..=63 letters, digits and
+/// hyphens, none starting or ending with a hyphen, 253 characters at most
+/// (one trailing dot allowed).
+fn is_domain_name(host: &str) -> bool {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 /// The address a host denotes when it is an address literal.
@@ -155,6 +177,39 @@ mod tests {
         assert_eq!(parse_ipv4_like("1.2.3.4.5"), None);
         assert_eq!(parse_ipv4_like("256.1.1.1"), None);
         assert_eq!(parse_ipv4_like("08.1.1.1"), None);
+    }
+
+    #[test]
+    fn hosts_are_names_or_addresses() {
+        for name in [
+            "example.com",
+            "a.b-c.example.",
+            "localhost",
+            "xn--bcher-kva.example",
+            "1b.example",
+        ] {
+            assert!(is_domain_name(name), "{name}");
+        }
+        let long = format!("{}.example", vec!["a".repeat(63); 4].join("."));
+        for bad in [
+            "0.A*",
+            "exa_mple.com",
+            "-a.example",
+            "a-.example",
+            "a..example",
+            ".",
+            "",
+            &long,
+        ] {
+            assert!(!is_domain_name(bad), "{bad}");
+        }
+        let open = UrlPolicy {
+            allow_http: false,
+            allow_private_networks: false,
+        };
+        assert!(parse_url("https://0.A*", open).is_err());
+        assert!(parse_url("https://8.8.8.8/hook", open).is_ok());
+        assert!(parse_url("https://hooks.example.com:8443/a?b=c", open).is_ok());
     }
 
     #[test]

@@ -8,9 +8,10 @@ use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app, Req};
 
-/// Every (method, path template) of CONTRACT §0–6.
+/// Every (method, path template) of CONTRACT §0–6, and `/metrics`.
 const CONTRACT_ROUTES: &[(&str, &str)] = &[
     ("GET", "/healthz"),
+    ("GET", "/metrics"),
     ("GET", "/openapi.json"),
     ("POST", "/admin/users"),
     ("POST", "/admin/users/{user_id}/tokens"),
@@ -45,8 +46,8 @@ const CONTRACT_ROUTES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Routes answered without a token.
-const PUBLIC: &[&str] = &["/healthz", "/openapi.json"];
+/// Routes answered without a token (`/metrics` unless `metrics.token` is set).
+const PUBLIC: &[&str] = &["/healthz", "/metrics", "/openapi.json"];
 
 const HTTP_METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",

@@ -30,6 +30,7 @@ pub struct Finding {
     /// A decision of the same organization.
     pub decision_id: ResourceId,
     /// What the change does (1..=2000 characters).
+    #[schema(schema_with = crate::domain::schema::fields::summary)]
     pub summary: String,
 }
 
@@ -63,16 +64,42 @@ impl Resource for Analysis {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportAnalysis {
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     repository: String,
+    /// 1..=2^63-1 (the document's `int64`); `7.0` counts as 7, as in JSON Schema.
+    #[schema(minimum = 1)]
+    #[serde(deserialize_with = "integral")]
     number: u64,
+    #[schema(max_items = 100)]
     findings: Vec<Finding>,
+}
+
+/// Largest pull-request number: the largest `int64`, as documented.
+pub const NUMBER_MAX: u64 = i64::MAX as u64;
+
+/// A JSON integer, written either way JSON Schema counts as one (`7` or `7.0`).
+fn integral<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    let number = serde_json::Number::deserialize(deserializer)?;
+    if let Some(n) = number.as_u64() {
+        return Ok(n);
+    }
+    match number.as_f64() {
+        Some(f) if f.fract() == 0.0 && (0.0..=NUMBER_MAX as f64).contains(&f) => Ok(f as u64),
+        Some(f) if f.fract() == 0.0 && f > 0.0 => Ok(u64::MAX),
+        _ => Err(serde::de::Error::custom(format!(
+            "must be an integer from 1 to {NUMBER_MAX}"
+        ))),
+    }
 }
 
 impl ReportAnalysis {
     /// A validated proposed analysis (decision references are checked by the caller).
     pub fn build(self) -> Result<Analysis, ApiError> {
-        if self.number == 0 {
-            return Err(ApiError::invalid("number", "must be at least 1"));
+        if self.number == 0 || self.number > NUMBER_MAX {
+            return Err(ApiError::invalid(
+                "number",
+                format!("must be an integer from 1 to {NUMBER_MAX}"),
+            ));
         }
         if self.findings.len() > FINDINGS_MAX {
             return Err(ApiError::invalid(

@@ -51,12 +51,16 @@ impl Resource for Capsule {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCapsule {
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     body: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::scope)]
     scope: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::links)]
     attachments: Option<Vec<String>>,
 }
 
@@ -65,12 +69,16 @@ pub struct CreateCapsule {
 #[serde(deny_unknown_fields)]
 pub struct UpdateCapsule {
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     body: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::scope)]
     scope: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::links)]
     attachments: Option<Vec<String>>,
 }
 
@@ -80,10 +88,13 @@ pub struct UpdateCapsule {
 pub struct SupersedeCapsule {
     /// Defaults to the old title.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     title: Option<String>,
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     body: String,
     /// Defaults to the old scope.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::scope)]
     scope: Option<String>,
 }
 

@@ -83,17 +83,23 @@ impl Resource for Decision {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDecision {
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     statement: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     rationale: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::tags)]
     tags: Option<Vec<String>>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::links)]
     links: Option<Vec<String>>,
     /// `DRAFT` (default) or `PENDING`.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::new_decision_status)]
     status: Option<DecisionStatus>,
 }
 
@@ -102,14 +108,19 @@ pub struct CreateDecision {
 #[serde(deny_unknown_fields)]
 pub struct UpdateDecision {
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     statement: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     rationale: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::tags)]
     tags: Option<Vec<String>>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::links)]
     links: Option<Vec<String>>,
 }
 

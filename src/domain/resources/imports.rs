@@ -68,6 +68,7 @@ impl Resource for Import {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartImport {
+    #[schema(schema_with = crate::domain::schema::fields::url_text)]
     source: String,
 }
 
@@ -81,8 +82,8 @@ pub enum ResultStatus {
     Failed,
 }
 
-/// Body of `POST …/imports/{id}/result`.
-#[derive(Deserialize, ToSchema)]
+/// Body of `POST …/imports/{id}/result` (its schema: a `failure_reason` only with `failed`).
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImportResult {
     /// `completed` or `failed`.
@@ -90,6 +91,18 @@ pub struct ImportResult {
     /// Why it failed (only with `failed`; at most 2000 characters).
     #[serde(default, deserialize_with = "non_null")]
     pub failure_reason: Option<String>,
+}
+
+impl utoipa::PartialSchema for ImportResult {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        crate::domain::schema::fields::import_result().into()
+    }
+}
+
+impl ToSchema for ImportResult {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("ImportResult")
+    }
 }
 
 impl StartImport {

@@ -42,9 +42,10 @@ impl Resource for Memory {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateMemory {
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     content: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = crate::domain::schema::fields::metadata)]
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
@@ -53,9 +54,10 @@ pub struct CreateMemory {
 #[serde(deny_unknown_fields)]
 pub struct UpdateMemory {
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     content: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = crate::domain::schema::fields::metadata)]
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 

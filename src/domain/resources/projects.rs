@@ -42,8 +42,10 @@ impl Resource for Project {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateProject {
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     name: String,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::url_text)]
     repository_url: Option<String>,
 }
 
@@ -52,8 +54,10 @@ pub struct CreateProject {
 #[serde(deny_unknown_fields)]
 pub struct UpdateProject {
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     name: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::url_text)]
     repository_url: Option<String>,
 }
 

@@ -77,11 +77,14 @@ impl Resource for Task {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTask {
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     description: Option<String>,
     /// A project of this organization.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::project_id)]
     pub project_id: Option<String>,
 }
 
@@ -90,11 +93,14 @@ pub struct CreateTask {
 #[serde(deny_unknown_fields)]
 pub struct UpdateTask {
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::body_text)]
     description: Option<String>,
     /// An adjacent status.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(nullable = false)]
     pub status: Option<TaskStatus>,
 }
 

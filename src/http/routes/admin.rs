@@ -37,9 +37,11 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
     /// Unique, compared case-insensitively.
+    #[schema(schema_with = crate::domain::schema::fields::email)]
     email: String,
     /// Display name.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     name: Option<String>,
 }
 
@@ -51,6 +53,7 @@ pub struct CreateToken {
     kind: TokenKind,
     /// A label.
     #[serde(default, deserialize_with = "non_null")]
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     name: Option<String>,
 }
 
@@ -70,10 +73,12 @@ pub struct IssuedToken {
 }
 
 /// Documentation shape of `POST /admin/organizations`.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct CreateOrganization {
     /// Display name.
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     name: String,
     /// `free`, `pro` or `enterprise`.
     plan: crate::domain::organization::Plan,
@@ -82,12 +87,15 @@ pub struct CreateOrganization {
 }
 
 /// Documentation shape of organization PATCH bodies.
-#[derive(ToSchema)]
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct UpdateOrganization {
     /// New display name (needs `org:settings:manage`).
+    #[schema(schema_with = crate::domain::schema::fields::title)]
     name: Option<String>,
     /// New plan (needs `org:billing:manage`).
+    #[schema(nullable = false)]
     plan: Option<crate::domain::organization::Plan>,
 }
 

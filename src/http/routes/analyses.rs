@@ -60,7 +60,7 @@ async fn report(
 
 /// Analyses, newest first.
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])),
-    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Analysis>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/pull-requests/analyses")]
 async fn list_all(

@@ -21,7 +21,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[utoipa::path(tag = "audit", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"),
         ("action" = Option<String>, Query, description = "e.g. role.created"),
-        ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
+        crate::http::paging::IdPaging),
     responses((status = 200, body = Page<AuditView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/audit-log")]

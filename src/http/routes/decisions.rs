@@ -51,7 +51,7 @@ async fn create(
 
 /// Decisions, newest first.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])),
-    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Decision>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/decisions")]
 async fn list_all(

@@ -46,7 +46,7 @@ async fn start(
 
 /// A project's imports, newest first.
 #[utoipa::path(tag = "imports", security(("bearer" = [])),
-    params(("org_id" = String, Path), ("id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    params(("org_id" = String, Path), ("id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Import>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/projects/{id}/imports")]
 async fn list_for_project(

@@ -29,24 +29,40 @@ pub fn configure(cfg: &mut ServiceConfig) {
         .service(remove_member);
 }
 
-/// Documentation shape of `POST …/members`: exactly one of `user_id` and `email`.
-#[derive(Deserialize, ToSchema)]
-#[allow(dead_code)]
-pub struct AddMember {
-    /// The user to invite.
-    user_id: Option<String>,
-    /// Or the user's email.
-    email: Option<String>,
-    /// The role to give; a role of this organization.
-    role_id: String,
+/// Documentation shape of `POST …/members`: exactly one of `user_id` and
+/// `email`, and `role_id` (see [`crate::domain::schema::fields::add_member`]).
+pub struct AddMember;
+
+impl utoipa::PartialSchema for AddMember {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        crate::domain::schema::fields::add_member().into()
+    }
+}
+
+impl ToSchema for AddMember {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("AddMember")
+    }
 }
 
 /// Documentation shape of `PATCH …/members/{user_id}`.
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct ChangeRole {
     /// The new role; a role of this organization.
+    #[schema(schema_with = crate::domain::schema::fields::role_id)]
     role_id: String,
+}
+
+/// `?permission=` of the member list.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct PermissionFilter {
+    /// Only members whose role holds this key.
+    #[param(schema_with = crate::domain::schema::fields::permission_key)]
+    permission: Option<String>,
 }
 
 fn member_id(path: &(String, String)) -> Result<UserId, ApiError> {
@@ -56,8 +72,8 @@ fn member_id(path: &(String, String)) -> Result<UserId, ApiError> {
 /// Members by user id (`org:team:read`); `?permission=` keeps those whose role holds that key.
 #[utoipa::path(tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"),
-        ("permission" = Option<String>, Query, description = "only members whose role holds this key"),
-        ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
+        PermissionFilter,
+        crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/members")]

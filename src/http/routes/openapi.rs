@@ -1,8 +1,9 @@
 //! `GET /openapi.json`: the OpenAPI 3.1 document of every route.
 
 use actix_web::{get, web, App, HttpResponse};
+use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::OpenApi;
+use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa_actix_web::service_config::ServiceConfig;
 use utoipa_actix_web::AppExt;
 
@@ -26,7 +27,78 @@ pub fn document() -> OpenApi {
         "bearer",
         SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
     );
+    for item in api.paths.paths.values_mut() {
+        for operation in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            document_body_errors(operation);
+            problems_as_problem_json(operation);
+        }
+    }
     api
+}
+
+/// The media type of every error (RFC 9457).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+const PROBLEM_REF: &str = "#/components/schemas/Problem";
+
+/// Every operation that takes a body reads it with [`crate::http::body::JsonInput`],
+/// which answers 413 (over 1 MiB) and 415 (not JSON) whatever the route.
+fn document_body_errors(operation: &mut Operation) {
+    if operation.request_body.is_none() {
+        return;
+    }
+    for (status, description) in [
+        ("413", "The body is over 1 MiB (PAYLOAD_TOO_LARGE)"),
+        (
+            "415",
+            "The body is not sent as application/json (UNSUPPORTED_MEDIA_TYPE)",
+        ),
+    ] {
+        operation
+            .responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| {
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        PROBLEM_JSON,
+                        ContentBuilder::new()
+                            .schema(Some(Ref::new(PROBLEM_REF)))
+                            .build(),
+                    )
+                    .into()
+            });
+    }
+}
+
+/// Error bodies are served as `application/problem+json`: an annotation's
+/// `body = Problem` says which schema, this says which media type.
+fn problems_as_problem_json(operation: &mut Operation) {
+    for response in operation.responses.responses.values_mut() {
+        let RefOr::T(response) = response else {
+            continue;
+        };
+        let is_problem = |content: &utoipa::openapi::Content| matches!(&content.schema, Some(RefOr::Ref(r)) if r.ref_location == PROBLEM_REF);
+        if response
+            .content
+            .get("application/json")
+            .is_some_and(is_problem)
+        {
+            if let Some(content) = response.content.shift_remove("application/json") {
+                response.content.insert(PROBLEM_JSON.to_owned(), content);
+            }
+        }
+    }
 }
 
 /// The OpenAPI 3.1 document of this API.

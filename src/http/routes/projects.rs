@@ -45,7 +45,7 @@ async fn create(
 
 /// Projects, newest first.
 #[utoipa::path(tag = "projects", security(("bearer" = [])),
-    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Project>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/projects")]
 async fn list_all(

@@ -32,27 +32,36 @@ pub fn configure(cfg: &mut ServiceConfig) {
 
 /// Documentation shape of `POST …/roles`.
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct CreateRole {
     /// 1..=64 characters after trimming; unique case-insensitively.
+    #[schema(schema_with = crate::domain::schema::fields::role_name)]
     name: String,
     /// At most 500 characters.
+    #[schema(schema_with = crate::domain::schema::fields::role_description)]
     description: Option<String>,
     /// Permission keys.
+    #[schema(schema_with = crate::domain::schema::fields::permission_keys)]
     permissions: Option<Vec<String>>,
     /// Adds every key of this role of the same organization.
+    #[schema(schema_with = crate::domain::schema::fields::role_id)]
     copy_permissions_from: Option<String>,
 }
 
 /// Documentation shape of `PATCH …/roles/{role_id}`.
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct UpdateRole {
     /// New name.
+    #[schema(schema_with = crate::domain::schema::fields::role_name)]
     name: Option<String>,
     /// New description.
+    #[schema(schema_with = crate::domain::schema::fields::role_description)]
     description: Option<String>,
     /// The complete new set of permission keys.
+    #[schema(schema_with = crate::domain::schema::fields::permission_keys)]
     permissions: Option<Vec<String>>,
 }
 
@@ -69,8 +78,7 @@ fn if_match(req: &HttpRequest) -> Option<IfMatch> {
 /// Every role: Owner, Member, then custom roles by name. Without `limit`, all rows.
 #[utoipa::path(tag = "roles", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"),
-        ("limit" = Option<u32>, Query, description = "1..=200; every role when absent"),
-        ("cursor" = Option<String>, Query, description = "from next_cursor")),
+        crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<RoleView>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[get("/roles")]
 async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
@@ -171,7 +179,7 @@ async fn delete_role(
 /// Members holding the role (`org:team:read`).
 #[utoipa::path(tag = "roles", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id"),
-        ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
+        crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/roles/{role_id}/members")]

@@ -60,7 +60,7 @@ async fn create(
 
 /// Tasks, newest first.
 #[utoipa::path(tag = "tasks", security(("bearer" = [])),
-    params(("org_id" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Task>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/tasks")]
 async fn list_all(

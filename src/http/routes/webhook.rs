@@ -40,8 +40,10 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[serde(deny_unknown_fields)]
 pub struct TestWebhook {
     /// The endpoint to test (https unless the operator allows http).
+    #[schema(schema_with = crate::domain::schema::fields::webhook_url)]
     url: String,
     /// Event ids to subscribe when saved.
+    #[schema(schema_with = crate::domain::schema::fields::event_ids)]
     events: Vec<String>,
 }
 
@@ -70,6 +72,7 @@ pub struct TestResult {
 #[serde(deny_unknown_fields)]
 pub struct SaveWebhook {
     /// A passed test of the last 15 minutes, not used before.
+    #[schema(schema_with = crate::domain::schema::fields::test_id)]
     test_id: String,
 }
 
@@ -213,11 +216,22 @@ async fn delete_webhook(
 }
 
 /// The delivery log, newest first (`org:settings:read`); `?event=` and `?outcome=` filter.
+/// `?event=&outcome=` of the delivery log.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct DeliveryFilter {
+    /// Only records of this event.
+    #[param(schema_with = crate::domain::schema::fields::event_id)]
+    event: Option<String>,
+    /// Only records with this outcome.
+    outcome: Option<crate::domain::delivery::Outcome>,
+}
+
 #[utoipa::path(tag = "webhook", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"),
-        ("event" = Option<String>, Query, description = "an event id"),
-        ("outcome" = Option<String>, Query, description = "succeeded, failed or skipped"),
-        ("limit" = Option<u32>, Query, description = "1..=200, default 50"), ("cursor" = Option<String>, Query, description = "from next_cursor")),
+        DeliveryFilter,
+        crate::http::paging::IdPaging),
     responses((status = 200, body = Page<LogView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/webhook/deliveries")]
