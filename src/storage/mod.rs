@@ -49,6 +49,15 @@ pub enum StorageError {
     /// Flushing to disk failed.
     #[error("flush: {0}")]
     Flush(String),
+    /// The data was written by a build with another storage layout.
+    #[error(
+        "the data directory has storage layout {found}, this build reads layout {LAYOUT}: \
+         run the rolecall that wrote it, or restore a backup made for this version"
+    )]
+    Layout {
+        /// The stored layout version.
+        found: u8,
+    },
     /// The data directory could not be prepared.
     #[error("data directory: {0}")]
     Io(#[from] std::io::Error),
@@ -115,6 +124,10 @@ pub struct Storage {
     flusher: GroupCommit,
 }
 
+/// The storage layout this build reads and writes: tree names and value
+/// encodings. A change gets a new number and a migration on open.
+const LAYOUT: u8 = 1;
+
 type TxResult<T> = Result<T, ConflictableTransactionError<StorageError>>;
 
 fn abort<T>(err: StorageError) -> TxResult<T> {
@@ -145,9 +158,18 @@ impl Storage {
             .collect::<Result<Vec<_>, _>>()?;
         let flusher = GroupCommit::start(db.clone())?;
         let storage = Storage { db, trees, flusher };
-        storage
-            .tree(TreeName::Meta)
-            .insert(keys::LAYOUT_VERSION, &[1u8])?;
+        let meta = storage.tree(TreeName::Meta);
+        match meta.get(keys::LAYOUT_VERSION)?.as_deref() {
+            None => {
+                meta.insert(keys::LAYOUT_VERSION, &[LAYOUT])?;
+            }
+            Some([version]) if *version == LAYOUT => {}
+            Some(other) => {
+                return Err(StorageError::Layout {
+                    found: other.first().copied().unwrap_or(0),
+                })
+            }
+        }
         Ok(storage)
     }
 
@@ -697,6 +719,24 @@ mod tests {
         ];
         assert!(storage.commit(&writes).is_ok());
         (org, owner, member)
+    }
+
+    #[test]
+    fn a_data_directory_of_another_layout_is_refused() {
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let Ok(storage) = Storage::open(dir.path()) else {
+            panic!("storage did not open");
+        };
+        let meta = storage.tree(TreeName::Meta);
+        assert!(meta.insert(keys::LAYOUT_VERSION, &[LAYOUT + 1]).is_ok());
+        assert!(storage.close().is_ok());
+        let err = Storage::open(dir.path()).err();
+        assert!(
+            matches!(err, Some(StorageError::Layout { found }) if found == LAYOUT + 1),
+            "{err:?}"
+        );
     }
 
     #[test]
