@@ -449,3 +449,123 @@ impl TestApp {
             .unwrap_or_default()
     }
 }
+
+/// Every line a child server wrote, collected by reader threads.
+pub struct CapturedOutput {
+    pub stdout: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl CapturedOutput {
+    /// Waits (at most 10 s) for both pipes to close, which happens once the
+    /// child has exited, and returns (stdout lines, stderr lines).
+    pub fn finish(self) -> (Vec<String>, Vec<String>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for reader in self.readers {
+            while !reader.is_finished() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the child's output did not end within 10 s (is it still running?)"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            reader.join().expect("reader thread");
+        }
+        let take = |lines: &std::sync::Arc<std::sync::Mutex<Vec<String>>>| {
+            std::mem::take(&mut *lines.lock().expect("lines"))
+        };
+        (take(&self.stdout), take(&self.stderr))
+    }
+}
+
+/// Reads `pipe` line by line (lossily decoded) into `lines`, announcing each on `tx`.
+fn collect_lines(
+    pipe: impl std::io::Read + Send + 'static,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    tx: Option<std::sync::mpsc::Sender<String>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(pipe);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if buf.last() == Some(&b'\n') {
+                        buf.pop();
+                    }
+                    let line = String::from_utf8_lossy(&buf).into_owned();
+                    if let Some(tx) = &tx {
+                        let _ = tx.send(line.clone());
+                    }
+                    lines.lock().expect("lines").push(line);
+                }
+            }
+        }
+    })
+}
+
+/// Like [`spawn_binary`], but keeps every stdout and stderr line (those
+/// before "listening on" included) for the test to inspect.
+pub fn spawn_binary_capturing(
+    data_dir: &std::path::Path,
+    extra_env: &[(&str, &str)],
+) -> (ChildServer, CapturedOutput) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rolecall"));
+    command
+        .arg("serve")
+        .env("ROLECALL_SERVER__LISTEN", "127.0.0.1:0")
+        .env("ROLECALL_SERVER__WORKERS", "2")
+        .env("ROLECALL_STORAGE__DATA_DIR", data_dir)
+        .env("ROLECALL_ADMIN__TOKEN", ADMIN)
+        .env("ROLECALL_LOG__FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in extra_env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("binary starts");
+    let stdout = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let readers = vec![
+        collect_lines(
+            child.stdout.take().expect("stdout"),
+            stdout.clone(),
+            Some(tx),
+        ),
+        collect_lines(child.stderr.take().expect("stderr"), stderr.clone(), None),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let address = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = match rx.recv_timeout(left) {
+            Ok(line) => line,
+            Err(err) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "no 'listening on' line in time ({err}); stderr: {:?}",
+                    stderr.lock().expect("lines")
+                );
+            }
+        };
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            let addr: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                .collect();
+            break format!("http://{addr}");
+        }
+    };
+    (
+        ChildServer { child, address },
+        CapturedOutput {
+            stdout,
+            stderr,
+            readers,
+        },
+    )
+}

@@ -15,6 +15,7 @@ mod dashboard_browser;
 mod fuzz_regressions;
 mod isolation;
 mod members;
+mod observability;
 mod openapi;
 mod receiver_example;
 mod resources_access;
