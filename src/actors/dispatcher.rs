@@ -149,6 +149,21 @@ impl Dispatcher {
             job.body.clone(),
         );
         let removed = outcome.error.as_deref() == Some("endpoint removed");
+        let given_up = !outcome.succeeded && (attempt >= 2 || removed);
+        // Ids and the error only: the endpoint URL may carry credentials of the subscriber's.
+        if given_up {
+            tracing::warn!(
+                organization_id = %job.organization_id, delivery_id = %job.delivery_id,
+                event = %job.event, attempt, error = outcome.error.as_deref().unwrap_or(""),
+                "delivery failed; not retried"
+            );
+        } else {
+            tracing::debug!(
+                organization_id = %job.organization_id, delivery_id = %job.delivery_id,
+                event = %job.event, attempt, succeeded = outcome.succeeded,
+                error = outcome.error.as_deref().unwrap_or(""), "delivery attempt"
+            );
+        }
         if outcome.succeeded || attempt >= 2 || removed {
             self.log.do_send(AppendLog {
                 record,

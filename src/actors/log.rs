@@ -1,8 +1,16 @@
 //! The log actor: appends delivery-log records (and the outbox updates they
 //! imply) in batches, one transaction per batch, and prunes each
 //! organization's log to the newest `webhooks.log_retention` records.
+//!
+//! Pruning must not cost a scan of every touched log every cycle (that grew
+//! with the log and slowed a 100k-event burst by a fifth), so the actor
+//! keeps an upper bound of each log's length, learnt by one scan when an
+//! organization is first touched and then counted up; only when the bound
+//! exceeds the retention by a tenth (exactly, for retentions under 10) does
+//! it count exactly and delete back to the retention. So a busy log is
+//! scanned every few thousand records, not every cycle.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +36,8 @@ pub struct LogActor {
     buffer: Vec<Write>,
     /// Organizations with new records since the last prune.
     touched: HashSet<OrgId>,
+    /// At least as many records as each organization's log holds.
+    lengths: HashMap<OrgId, usize>,
     flush_scheduled: bool,
 }
 
@@ -40,6 +50,7 @@ impl LogActor {
             retention,
             buffer: Vec::new(),
             touched: HashSet::new(),
+            lengths: HashMap::new(),
             flush_scheduled: false,
         }
     }
@@ -63,10 +74,29 @@ impl LogActor {
         }
     }
 
+    /// Notes one more record of `org`.
+    fn note(&mut self, org: OrgId) {
+        self.touched.insert(org);
+        if let Some(length) = self.lengths.get_mut(&org) {
+            *length += 1;
+        }
+    }
+
     fn prune(&mut self) {
         for org in std::mem::take(&mut self.touched) {
-            if let Err(err) = self.storage.prune_delivery_log(org, self.retention) {
-                tracing::error!(error = %err, "pruning the delivery log failed");
+            let storage = &self.storage;
+            let bound = *self
+                .lengths
+                .entry(org)
+                .or_insert_with(|| storage.delivery_log_len(org));
+            if bound <= self.retention + self.retention / 10 {
+                continue;
+            }
+            match self.storage.prune_delivery_log(org, self.retention) {
+                Ok(remaining) => {
+                    self.lengths.insert(org, remaining);
+                }
+                Err(err) => tracing::error!(error = %err, "pruning the delivery log failed"),
             }
         }
     }
@@ -92,7 +122,7 @@ impl Handler<AppendLog> for LogActor {
     type Result = ();
 
     fn handle(&mut self, msg: AppendLog, ctx: &mut Self::Context) {
-        self.touched.insert(msg.record.organization_id);
+        self.note(msg.record.organization_id);
         self.buffer.push(Write::Log(msg.record));
         self.buffer.extend(msg.job);
         if self.buffer.len() >= BATCH_MAX {
@@ -108,7 +138,7 @@ impl Handler<Touched> for LogActor {
     type Result = ();
 
     fn handle(&mut self, msg: Touched, _: &mut Self::Context) {
-        self.touched.insert(msg.0);
+        self.note(msg.0);
     }
 }
 

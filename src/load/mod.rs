@@ -231,10 +231,15 @@ fn run_startup(args: &LoadArgs) -> Result<Value, String> {
 }
 
 /// Starts a server on a free port with webhooks allowed to reach the sink.
+/// `ROLECALL_<SECTION>__<KEY>` variables of the environment apply on top,
+/// so server settings can be compared under the same load.
 async fn start_server(dir: &std::path::Path) -> Result<(String, String), String> {
     let admin = new_token().expose().to_owned();
     let dir_text = dir.display().to_string();
-    let config = Config::with_overrides(&[
+    let from_env: Vec<(String, String)> = std::env::vars()
+        .filter(|(key, _)| key.starts_with("ROLECALL_") && key != "ROLECALL_ADMIN__TOKEN")
+        .collect();
+    let mut overrides = vec![
         ("ROLECALL_SERVER__LISTEN", "127.0.0.1:0"),
         ("ROLECALL_STORAGE__DATA_DIR", &dir_text),
         ("ROLECALL_ADMIN__TOKEN", &admin),
@@ -242,8 +247,9 @@ async fn start_server(dir: &std::path::Path) -> Result<(String, String), String>
         ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
         ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
         ("ROLECALL_LOG__LEVEL", "warn"),
-    ])
-    .map_err(|e| e.to_string())?;
+    ];
+    overrides.extend(from_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let config = Config::with_overrides(&overrides).map_err(|e| e.to_string())?;
     let app = Application::build(config)
         .await
         .map_err(|e| e.to_string())?;

@@ -151,6 +151,7 @@ impl Storage {
         let db = sled::Config::new()
             .path(dir.join("db"))
             .cache_capacity(cache_mb.max(1) * 1024 * 1024)
+            .mode(sled::Mode::HighThroughput)
             .open()?;
         let trees = TreeName::ALL
             .iter()
@@ -407,20 +408,28 @@ impl Storage {
     }
 
     /// Deletes all but the newest `keep` delivery-log records of `org`;
-    /// returns how many were deleted.
+    /// returns how many remain.
     pub fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StorageError> {
         let tree = self.tree(TreeName::DeliveryLog);
-        let total = tree.scan_prefix(org.as_bytes()).keys().count();
+        let total = self.delivery_log_len(org);
         let excess = total.saturating_sub(keep);
         if excess == 0 {
-            return Ok(0);
+            return Ok(total);
         }
         let mut batch = sled::Batch::default();
         for key in tree.scan_prefix(org.as_bytes()).keys().take(excess) {
             batch.remove(key?);
         }
         tree.apply_batch(batch)?;
-        Ok(excess)
+        Ok(keep)
+    }
+
+    /// How many delivery-log records `org` has (a scan of its keys).
+    pub fn delivery_log_len(&self, org: OrgId) -> usize {
+        self.tree(TreeName::DeliveryLog)
+            .scan_prefix(org.as_bytes())
+            .keys()
+            .count()
     }
 
     /// Up to `limit` records of `org` in `tree` that pass `filter`, newest
