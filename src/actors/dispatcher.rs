@@ -140,18 +140,10 @@ impl Dispatcher {
     /// Logs an attempt and decides the job's fate: done, or retried once.
     fn finish(&mut self, mut job: Job, outcome: AttemptOutcome) -> Option<Job> {
         let attempt = job.attempts_made + 1;
-        let record = LogRecord::of_attempt(
-            job.organization_id,
-            job.delivery_id,
-            &job.event,
-            attempt,
-            &outcome,
-            job.body.clone(),
-        );
         let removed = outcome.error.as_deref() == Some("endpoint removed");
-        let given_up = !outcome.succeeded && (attempt >= 2 || removed);
+        let done = outcome.succeeded || attempt >= 2 || removed;
         // Ids and the error only: the endpoint URL may carry credentials of the subscriber's.
-        if given_up {
+        if !outcome.succeeded && done {
             tracing::warn!(
                 organization_id = %job.organization_id, delivery_id = %job.delivery_id,
                 event = %job.event, attempt, error = outcome.error.as_deref().unwrap_or(""),
@@ -164,7 +156,21 @@ impl Dispatcher {
                 error = outcome.error.as_deref().unwrap_or(""), "delivery attempt"
             );
         }
-        if outcome.succeeded || attempt >= 2 || removed {
+        // A finished job's envelope moves into its record; a retried one keeps it.
+        let envelope = if done {
+            std::mem::take(&mut job.body)
+        } else {
+            job.body.clone()
+        };
+        let record = LogRecord::of_attempt(
+            job.organization_id,
+            job.delivery_id,
+            &job.event,
+            attempt,
+            &outcome,
+            envelope,
+        );
+        if done {
             self.log.do_send(AppendLog {
                 record,
                 job: Some(Write::DeleteJob(job.delivery_id)),

@@ -346,40 +346,9 @@ pub struct ChildServer {
 }
 
 /// Runs the real `rolecall serve` on `data_dir` and waits for "listening on".
+/// Its output is collected in memory and dropped with the server.
 pub fn spawn_binary(data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> ChildServer {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rolecall"));
-    command
-        .arg("serve")
-        .env("ROLECALL_SERVER__LISTEN", "127.0.0.1:0")
-        .env("ROLECALL_SERVER__WORKERS", "2")
-        .env("ROLECALL_STORAGE__DATA_DIR", data_dir)
-        .env("ROLECALL_ADMIN__TOKEN", ADMIN)
-        .env("ROLECALL_LOG__FORMAT", "json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (key, value) in extra_env {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().expect("binary starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let address = loop {
-        assert!(Instant::now() < deadline, "no 'listening on' line in time");
-        let line = lines
-            .next()
-            .expect("server printed a line")
-            .expect("line read");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            let addr: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-                .collect();
-            break format!("http://{addr}");
-        }
-    };
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    ChildServer { child, address }
+    spawn_binary_capturing(data_dir, extra_env).0
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, or panics after `timeout`.
