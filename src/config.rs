@@ -76,6 +76,18 @@ pub struct StorageConfig {
     pub data_dir: PathBuf,
     /// Page-cache size of the database, in MiB.
     pub cache_mb: u64,
+    /// Longest wait, in microseconds, to gather concurrent commits into one flush.
+    pub group_commit_window_us: u64,
+}
+
+impl StorageConfig {
+    /// The database's performance settings.
+    pub fn tuning(&self) -> crate::storage::Tuning {
+        crate::storage::Tuning {
+            cache_mb: self.cache_mb,
+            commit_window: Duration::from_micros(self.group_commit_window_us),
+        }
+    }
 }
 
 /// `[admin]`.

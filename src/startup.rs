@@ -65,7 +65,7 @@ pub struct Application {
 impl Application {
     /// Opens storage, loads state, bootstraps the admin token and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let storage = Storage::open_with_cache(&config.storage.data_dir, config.storage.cache_mb)?;
+        let storage = Storage::open_tuned(&config.storage.data_dir, config.storage.tuning())?;
         let admin_token_sha256 = admin_token_hash(&config, &storage)?;
         let loaded = storage.load()?;
         let hooks = &config.webhooks;

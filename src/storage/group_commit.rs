@@ -1,9 +1,18 @@
 //! Group commit: writers that finished their transaction ask for durability;
 //! one thread flushes sled for everyone who asked since its last flush, so
 //! concurrent writers share one fsync instead of queueing for their own.
+//!
+//! The thread first waits a short window to gather more writers into the
+//! flush (like PostgreSQL's `commit_delay`): without it a burst averaged 5
+//! writers a flush and flush I/O took a third of the CPU; with 1 ms, 14 a
+//! flush and about a fifth more events/s. The price is up to that window
+//! of latency on every durable write. (Waiting only after a flush that
+//! served several writers was tried: under load single-writer flushes are
+//! common, so it rarely waited and gained little.)
 
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -19,13 +28,16 @@ pub struct GroupCommit {
 
 impl GroupCommit {
     /// Starts the flushing thread for `db`. It ends when every handle is dropped.
-    pub fn start(db: sled::Db) -> std::io::Result<Self> {
+    pub fn start(db: sled::Db, window: Duration) -> std::io::Result<Self> {
         let (requests, inbox) = mpsc::channel::<Waiter>();
         let flusher = thread::Builder::new()
             .name("rolecall-flush".into())
             .spawn(move || {
                 while let Ok(first) = inbox.recv() {
                     let mut waiters = vec![first];
+                    if !window.is_zero() {
+                        thread::sleep(window);
+                    }
                     waiters.extend(inbox.try_iter());
                     let outcome = db.flush().map(|_| ()).map_err(|err| err.to_string());
                     if let Err(err) = &outcome {

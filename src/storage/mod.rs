@@ -116,6 +116,24 @@ pub struct Loaded {
     pub jobs: Vec<Job>,
 }
 
+/// Performance settings of the database.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Page-cache size in MiB.
+    pub cache_mb: u64,
+    /// How long a flush waits to gather concurrent writers (see `group_commit`).
+    pub commit_window: std::time::Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            cache_mb: 64,
+            commit_window: std::time::Duration::from_millis(1),
+        }
+    }
+}
+
 /// The sled database and its trees.
 #[derive(Clone)]
 pub struct Storage {
@@ -142,11 +160,15 @@ impl Storage {
     /// Opens (creating if needed, mode 0700) the database in `dir`, with the
     /// default page cache.
     pub fn open(dir: &Path) -> Result<Self, StorageError> {
-        Storage::open_with_cache(dir, 64)
+        Storage::open_tuned(dir, Tuning::default())
     }
 
     /// Opens the database in `dir` with a page cache of `cache_mb` MiB.
-    pub fn open_with_cache(dir: &Path, cache_mb: u64) -> Result<Self, StorageError> {
+    pub fn open_tuned(dir: &Path, tuning: Tuning) -> Result<Self, StorageError> {
+        let Tuning {
+            cache_mb,
+            commit_window,
+        } = tuning;
         create_private_dir(dir)?;
         let db = sled::Config::new()
             .path(dir.join("db"))
@@ -157,7 +179,7 @@ impl Storage {
             .iter()
             .map(|t| db.open_tree(t.name()))
             .collect::<Result<Vec<_>, _>>()?;
-        let flusher = GroupCommit::start(db.clone())?;
+        let flusher = GroupCommit::start(db.clone(), commit_window)?;
         let storage = Storage { db, trees, flusher };
         let meta = storage.tree(TreeName::Meta);
         match meta.get(keys::LAYOUT_VERSION)?.as_deref() {
