@@ -76,6 +76,20 @@ impl FromRequest for UserAuth {
     }
 }
 
+/// Checks the bearer token against a configured token's SHA-256, in
+/// constant time; `missing` names the token in the 401.
+fn require_token(
+    req: &HttpRequest,
+    expected: &[u8; 32],
+    missing: &'static str,
+) -> Result<(), ApiError> {
+    if constant_time_eq(&sha256(bearer(req)?.as_bytes()), expected) {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthenticated(missing))
+    }
+}
+
 /// A request made with the admin token (401 otherwise).
 pub struct AdminAuth;
 
@@ -85,15 +99,9 @@ impl FromRequest for AdminAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready((|| {
-            let token = bearer(req)?;
             let expected = context(req)?.services.admin_token_sha256;
-            if constant_time_eq(&sha256(token.as_bytes()), &expected) {
-                Ok(AdminAuth)
-            } else {
-                Err(ApiError::Unauthenticated(
-                    "this endpoint requires the admin token",
-                ))
-            }
+            require_token(req, &expected, "this endpoint requires the admin token")?;
+            Ok(AdminAuth)
         })())
     }
 }
@@ -108,16 +116,10 @@ impl FromRequest for MetricsAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready((|| {
-            let Some(expected) = context(req)?.services.metrics_token_sha256 else {
-                return Ok(MetricsAuth);
-            };
-            if constant_time_eq(&sha256(bearer(req)?.as_bytes()), &expected) {
-                Ok(MetricsAuth)
-            } else {
-                Err(ApiError::Unauthenticated(
-                    "this endpoint requires the metrics token",
-                ))
+            if let Some(expected) = context(req)?.services.metrics_token_sha256 {
+                require_token(req, &expected, "this endpoint requires the metrics token")?;
             }
+            Ok(MetricsAuth)
         })())
     }
 }

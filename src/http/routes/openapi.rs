@@ -7,6 +7,8 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa_actix_web::service_config::ServiceConfig;
 use utoipa_actix_web::AppExt;
 
+use crate::http::problem::PROBLEM_JSON;
+
 /// Registers the route.
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(openapi_json);
@@ -44,9 +46,6 @@ pub fn document() -> OpenApi {
     }
     api
 }
-
-/// The media type of every error (RFC 9457).
-pub const PROBLEM_JSON: &str = "application/problem+json";
 
 const PROBLEM_REF: &str = "#/components/schemas/Problem";
 
