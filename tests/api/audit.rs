@@ -17,19 +17,11 @@ async fn send_json(
     body: Option<Value>,
     headers: &[(&'static str, &str)],
 ) -> Reply {
-    let has_body = body.is_some();
-    app.raw(Req {
-        method,
-        path: path.to_owned(),
-        token,
-        body: body.map(|b| b.to_string().into_bytes()),
-        content_type: has_body.then_some("application/json"),
-        headers: headers
-            .iter()
-            .map(|(name, value)| (*name, (*value).to_owned()))
-            .collect(),
-    })
-    .await
+    let req = headers.iter().fold(
+        Req::json(method, path, token, body),
+        |req, (name, value)| req.header(name, *value),
+    );
+    app.raw(req).await
 }
 
 /// The response's `X-Request-Id`, which must be present.

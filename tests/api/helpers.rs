@@ -77,6 +77,27 @@ pub struct Req<'a> {
     pub headers: Vec<(&'a str, String)>,
 }
 
+impl<'a> Req<'a> {
+    /// A request with a JSON body (when given) and a bearer token (when given).
+    pub fn json(method: Method, path: &str, token: Option<&'a str>, body: Option<Value>) -> Self {
+        let content_type = body.is_some().then_some("application/json");
+        Req {
+            method,
+            path: path.to_owned(),
+            token,
+            body: body.map(|b| b.to_string().into_bytes()),
+            content_type,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The same request with one more header.
+    pub fn header(mut self, name: &'a str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+}
+
 /// A running server (in this process) and a client for it.
 pub struct TestApp {
     pub address: String,
@@ -172,16 +193,12 @@ impl TestApp {
         token: Option<&str>,
         body: Option<Value>,
     ) -> Reply {
-        let has_body = body.is_some();
-        let req = Req {
-            method,
-            path: path.to_owned(),
-            token,
-            body: body.map(|b| b.to_string().into_bytes()),
-            content_type: has_body.then_some("application/json"),
-            headers: Vec::new(),
-        };
-        send(&self.client, &self.address, req).await
+        send(
+            &self.client,
+            &self.address,
+            Req::json(method, path, token, body),
+        )
+        .await
     }
 
     /// A raw request.
@@ -339,10 +356,18 @@ impl Org {
     }
 }
 
-/// A server running as a child process (the real binary).
+/// A server running as a child process (the real binary); SIGKILLed when
+/// dropped, so a failing test never leaves a server behind.
 pub struct ChildServer {
     pub child: Child,
     pub address: String,
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Runs the real `rolecall serve` on `data_dir` and waits for "listening on".

@@ -551,19 +551,11 @@ async fn metrics_token_restricts_the_endpoint() {
 // The real binary, with its output kept.
 // ---------------------------------------------------------------------------
 
-/// A `rolecall` child process whose output is captured; SIGKILLed if dropped
-/// (a failing test never leaves a server behind).
+/// A `rolecall` child process (SIGKILLed when dropped) whose output is captured.
 struct Logged {
     server: ChildServer,
     output: Option<CapturedOutput>,
     client: awc::Client,
-}
-
-impl Drop for Logged {
-    fn drop(&mut self) {
-        let _ = self.server.child.kill();
-        let _ = self.server.child.wait();
-    }
 }
 
 impl Logged {
@@ -585,15 +577,10 @@ impl Logged {
         body: Option<Value>,
         headers: Vec<(&str, String)>,
     ) -> Reply {
-        let has_body = body.is_some();
-        let req = Req {
-            method,
-            path: path.to_owned(),
-            token,
-            body: body.map(|b| b.to_string().into_bytes()),
-            content_type: has_body.then_some("application/json"),
-            headers,
-        };
+        let req = headers.into_iter().fold(
+            Req::json(method, path, token, body),
+            |req, (name, value)| req.header(name, value),
+        );
         send(&self.client, &self.server.address, req).await
     }
 

@@ -12,18 +12,10 @@ use serde_json::{json, Value};
 
 use crate::helpers::{client, send, spawn_binary, ChildServer, Reply, Req, ADMIN};
 
-/// A running `rolecall` child process; killed (SIGKILL) when dropped, so a
-/// failing test never leaves a server behind.
+/// A running `rolecall` child process (SIGKILLed when dropped) and a client.
 struct Running {
     server: ChildServer,
     client: awc::Client,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.server.child.kill();
-        let _ = self.server.child.wait();
-    }
 }
 
 impl Running {
@@ -41,16 +33,12 @@ impl Running {
         token: Option<&str>,
         body: Option<Value>,
     ) -> Reply {
-        let has_body = body.is_some();
-        let req = Req {
-            method,
-            path: path.to_owned(),
-            token,
-            body: body.map(|b| b.to_string().into_bytes()),
-            content_type: has_body.then_some("application/json"),
-            headers: Vec::new(),
-        };
-        send(&self.client, &self.server.address, req).await
+        send(
+            &self.client,
+            &self.server.address,
+            Req::json(method, path, token, body),
+        )
+        .await
     }
 
     async fn get(&self, path: &str, token: &str) -> Reply {

@@ -172,16 +172,8 @@ async fn with_if_match(
     tag: &str,
     body: Option<Value>,
 ) -> Reply {
-    let has_body = body.is_some();
-    app.raw(Req {
-        method,
-        path: path.to_owned(),
-        token: Some(token),
-        body: body.map(|b| b.to_string().into_bytes()),
-        content_type: has_body.then_some("application/json"),
-        headers: vec![("If-Match", tag.to_owned())],
-    })
-    .await
+    app.raw(Req::json(method, path, Some(token), body).header("If-Match", tag))
+        .await
 }
 
 /// GET of one role, as the owner.

@@ -16,17 +16,9 @@ use serde_json::{json, Value};
 use crate::helpers::{client, send, spawn_binary, ChildServer, Reply, Req, ADMIN};
 use crate::receiver::{Behavior, Received, TestReceiver};
 
-/// A `rolecall` child process; SIGKILLed when dropped, so a failing test
-/// never leaves a server behind.
+/// A `rolecall` child process (SIGKILLed when dropped).
 struct Running {
     server: ChildServer,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.server.child.kill();
-        let _ = self.server.child.wait();
-    }
 }
 
 impl Running {
@@ -50,16 +42,7 @@ async fn call(
     token: &str,
     body: Option<Value>,
 ) -> Reply {
-    let has_body = body.is_some();
-    let req = Req {
-        method,
-        path: path.to_owned(),
-        token: Some(token),
-        body: body.map(|b| b.to_string().into_bytes()),
-        content_type: has_body.then_some("application/json"),
-        headers: Vec::new(),
-    };
-    send(client, address, req).await
+    send(client, address, Req::json(method, path, Some(token), body)).await
 }
 
 async fn post(client: &awc::Client, address: &str, path: &str, token: &str, body: Value) -> Reply {
