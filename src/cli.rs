@@ -32,3 +32,34 @@ pub enum Command {
     /// (see BENCHMARKS.md).
     Load(crate::load::LoadArgs),
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every subcommand and every flag of every subcommand explains itself in `--help`.
+    #[test]
+    fn every_command_and_flag_has_help_text() {
+        fn check(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() {
+                    missing.push(format!("{path} --{}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                let sub_path = format!("{path} {}", sub.get_name());
+                if sub.get_about().is_none() {
+                    missing.push(sub_path.clone());
+                }
+                check(sub, &sub_path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        check(&Cli::command(), "rolecall", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+        Cli::command().debug_assert();
+    }
+}
