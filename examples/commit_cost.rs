@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let sequential = 500;
         let start = Instant::now();
         for _ in 0..sequential {
-            storage.commit_durably(&[user_write()]).await?;
+            storage.commit_durably(vec![user_write()]).await?;
         }
         let elapsed = start.elapsed();
         println!(
@@ -42,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let storage = storage.clone();
                 async move {
                     for _ in 0..per_writer {
-                        storage.commit_durably(&[user_write()]).await?;
+                        storage.commit_durably(vec![user_write()]).await?;
                     }
                     Ok::<_, rolecall::storage::StorageError>(())
                 }

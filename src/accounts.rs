@@ -84,7 +84,7 @@ impl Accounts {
             created_at: Timestamp::now(),
         };
         self.storage
-            .commit_durably(&[Write::PutUser(user.clone(), folded.clone())])
+            .commit_durably(vec![Write::PutUser(user.clone(), folded.clone())])
             .await?;
         let mut tables = self.write();
         tables.emails.insert(folded, user.id);
@@ -114,7 +114,7 @@ impl Accounts {
             created_at: Timestamp::now(),
         };
         self.storage
-            .commit_durably(&[Write::PutToken(record.clone())])
+            .commit_durably(vec![Write::PutToken(record.clone())])
             .await?;
         let mut tables = self.write();
         tables.token_ids.insert(record.id, record.sha256);

@@ -111,8 +111,8 @@ impl<'a> Workspace<'a> {
         let mut writes = vec![put(self.org, &created.value)?];
         writes.extend(created.writes);
         writes.extend(self.services.events.stage(self.org, &created.events));
-        self.services.storage.commit(&writes)?;
-        self.finish(writes).await?;
+        let writes = self.services.storage.commit_durably(writes).await?;
+        self.services.delivery.committed(&writes);
         Ok(created.value)
     }
 

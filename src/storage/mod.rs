@@ -179,7 +179,7 @@ impl Storage {
             .iter()
             .map(|t| db.open_tree(t.name()))
             .collect::<Result<Vec<_>, _>>()?;
-        let flusher = GroupCommit::start(db.clone(), commit_window)?;
+        let flusher = GroupCommit::start(db.clone(), trees.clone(), commit_window)?;
         let storage = Storage { db, trees, flusher };
         let meta = storage.tree(TreeName::Meta);
         match meta.get(keys::LAYOUT_VERSION)?.as_deref() {
@@ -201,31 +201,10 @@ impl Storage {
     }
 
     /// Applies `writes` atomically. Not yet durable: await [`Storage::durable`].
+    /// A request that answers only once its writes are durable should use
+    /// [`Storage::commit_durably`], which shares the transaction too.
     pub fn commit(&self, writes: &[Write]) -> Result<(), StorageError> {
-        let mut slot = [None; TreeName::ALL.len()];
-        let mut trees = Vec::new();
-        for name in writes.iter().flat_map(trees_of) {
-            if slot[name.index()].is_none() {
-                slot[name.index()] = Some(trees.len());
-                trees.push(self.tree(*name).clone());
-            }
-        }
-        let result = trees
-            .as_slice()
-            .transaction(|covered: &Vec<TransactionalTree>| {
-                let views = Views {
-                    trees: covered,
-                    slot,
-                };
-                for write in writes {
-                    apply(&views, write)?;
-                }
-                Ok(())
-            });
-        result.map_err(|err| match err {
-            TransactionError::Abort(err) => err,
-            TransactionError::Storage(err) => StorageError::Engine(err),
-        })
+        commit_to(&self.trees, writes.iter())
     }
 
     /// Runs `decide` inside one transaction: it reads what it needs through
@@ -313,7 +292,7 @@ impl Storage {
 
     /// Resolves once every commit made before the call is on disk.
     pub async fn durable(&self) -> Result<(), StorageError> {
-        self.flusher.durable().await.map_err(StorageError::Flush)
+        self.flusher.durable().await
     }
 
     /// Flushes and releases the database (its file lock included), for a
@@ -327,10 +306,11 @@ impl Storage {
         Ok(())
     }
 
-    /// Commits and waits for durability: what every 2xx answer needs.
-    pub async fn commit_durably(&self, writes: &[Write]) -> Result<(), StorageError> {
-        self.commit(writes)?;
-        self.durable().await
+    /// Commits `writes` atomically and waits for durability: what every 2xx
+    /// answer needs. Concurrent callers share one transaction and one flush
+    /// (see `group_commit`); the writes are given back.
+    pub async fn commit_durably(&self, writes: Vec<Write>) -> Result<Vec<Write>, StorageError> {
+        self.flusher.commit(writes).await
     }
 
     /// Unfinished deliveries in the outbox (counts keys: a scan, for metrics).
@@ -543,6 +523,38 @@ impl TxReader<'_> {
             None => Ok(None),
         }
     }
+}
+
+/// Applies `writes` to `trees` in one transaction covering only the trees
+/// they touch (so writers of unrelated trees do not contend).
+fn commit_to<'w>(
+    trees: &[sled::Tree],
+    writes: impl Iterator<Item = &'w Write> + Clone,
+) -> Result<(), StorageError> {
+    let mut slot = [None; TreeName::ALL.len()];
+    let mut covered = Vec::new();
+    for name in writes.clone().flat_map(trees_of) {
+        if slot[name.index()].is_none() {
+            slot[name.index()] = Some(covered.len());
+            covered.push(trees[name.index()].clone());
+        }
+    }
+    if covered.is_empty() {
+        return Ok(());
+    }
+    let result = covered
+        .as_slice()
+        .transaction(|views: &Vec<TransactionalTree>| {
+            let views = Views { trees: views, slot };
+            for write in writes.clone() {
+                apply(&views, write)?;
+            }
+            Ok(())
+        });
+    result.map_err(|err| match err {
+        TransactionError::Abort(err) => err,
+        TransactionError::Storage(err) => StorageError::Engine(err),
+    })
 }
 
 /// The transactional views of the trees one transaction covers.
@@ -817,5 +829,73 @@ mod tests {
             .flat_map(|o| o.roles.values().map(|r| r.name.clone()))
             .collect();
         assert!(names.contains(&"Member".to_string()) && names.contains(&"Owner".to_string()));
+    }
+
+    fn user_write(email: &str) -> Write {
+        let user = User {
+            id: crate::ids::UserId::generate(),
+            email: email.into(),
+            name: None,
+            created_at: Timestamp::now(),
+        };
+        Write::PutUser(user, email.into())
+    }
+
+    #[test]
+    fn a_refused_request_fails_alone_in_a_shared_commit() {
+        let dir = tempfile::tempdir().ok();
+        // A long window puts the three requests below in one round.
+        let tuning = Tuning {
+            cache_mb: 8,
+            commit_window: std::time::Duration::from_millis(200),
+        };
+        let Some(storage) = dir
+            .as_ref()
+            .and_then(|d| Storage::open_tuned(d.path(), tuning).ok())
+        else {
+            panic!("storage did not open");
+        };
+        let (org, _, member) = new_org(&storage);
+        let mut renamed_member = member.clone();
+        renamed_member.name = "Staff".into();
+        let refused = vec![
+            Write::Edit(Edit::PutRole(renamed_member)),
+            Write::Edit(Edit::DeleteRole(org.id, member.id)),
+        ];
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            panic!("no runtime");
+        };
+        let (first, second, third) = runtime.block_on(futures_util::future::join3(
+            storage.commit_durably(vec![user_write("a@example.test")]),
+            storage.commit_durably(refused),
+            storage.commit_durably(vec![user_write("b@example.test")]),
+        ));
+        assert!(
+            matches!(&first, Ok(writes) if writes.len() == 1),
+            "{first:?}"
+        );
+        assert!(
+            matches!(second, Err(StorageError::SystemRole)),
+            "{second:?}"
+        );
+        assert!(
+            matches!(&third, Ok(writes) if writes.len() == 1),
+            "{third:?}"
+        );
+        let Ok(loaded) = storage.load() else {
+            panic!("load failed");
+        };
+        let mut emails: Vec<String> = loaded.users.iter().map(|u| u.email.clone()).collect();
+        emails.sort();
+        assert_eq!(emails, ["a@example.test", "b@example.test"]);
+        let names: Vec<String> = loaded
+            .orgs
+            .iter()
+            .flat_map(|o| o.roles.values().map(|r| r.name.clone()))
+            .collect();
+        assert!(names.contains(&"Member".to_string()), "{names:?}");
     }
 }

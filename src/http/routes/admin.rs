@@ -197,7 +197,7 @@ async fn create_org(
             Timestamp::now(),
         )));
     }
-    ctx.services.storage.commit_durably(&writes).await?;
+    ctx.services.storage.commit_durably(writes).await?;
     let org = state.org.clone();
     ctx.services.directory.publish(std::sync::Arc::new(state));
     Ok(json_response(StatusCode::CREATED, &org))

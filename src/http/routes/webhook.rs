@@ -312,7 +312,7 @@ async fn redeliver(
     };
     ctx.services
         .storage
-        .commit_durably(&[Write::PutJob(job.clone())])
+        .commit_durably(vec![Write::PutJob(job.clone())])
         .await?;
     let delivery_id = job.delivery_id;
     if let Some(dispatcher) = ctx.services.delivery.dispatcher() {
