@@ -4,6 +4,7 @@
 //! given, its own server in a temporary directory.
 
 pub mod scenarios;
+pub mod server;
 pub mod sink;
 pub mod startup;
 pub mod stats;
@@ -18,12 +19,11 @@ use clap::{Args, ValueEnum};
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
-use crate::config::Config;
 use crate::load::scenarios::{baseline_server, burst, print_burst, print_read, read, BurstPlan};
+use crate::load::server::ServerProcess;
 use crate::load::sink::SinkState;
 use crate::load::target::Target;
 use crate::secrets::new_token;
-use crate::startup::Application;
 
 /// What to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -59,6 +59,10 @@ pub struct LoadArgs {
     /// Concurrent requests.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// Client threads the concurrent requests are spread over, each with its own
+    /// event loop and connections.
+    #[arg(long, default_value_t = 2)]
+    pub client_threads: usize,
     /// Length of the read and baseline scenarios, in seconds.
     #[arg(long, default_value_t = 10)]
     pub duration_secs: u64,
@@ -88,8 +92,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
         return run_startup(&args);
     }
     actix_web::rt::System::new().block_on(async move {
-        let server_dir =
-            std::env::temp_dir().join(format!("rolecall-load-{}", crate::ids::new_v7().simple()));
+        let mut _server = None;
         let (base, admin) = match &args.url {
             Some(url) => {
                 let admin = args
@@ -102,13 +105,19 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
                         .ok_or("--admin-token (or ROLECALL_ADMIN__TOKEN) is required with --url")?,
                 )
             }
-            None => start_server(&server_dir).await?,
+            None => {
+                let (server, admin) = start_server()?;
+                let base = server.base_url();
+                _server = Some(server);
+                (base, admin)
+            }
         };
         let sink = Arc::new(SinkState::default());
         let (sink_url, _sink) =
             sink::start(sink.clone(), Duration::from_secs(30)).map_err(|e| e.to_string())?;
         let target = Target::new(base, admin, args.concurrency);
-        let fixture = target.setup(args.orgs, &sink_url, &sink).await?;
+        let fixture = Arc::new(target.setup(args.orgs, &sink_url, &sink).await?);
+        let clients = (args.concurrency, args.client_threads);
         let mut results = serde_json::Map::new();
         let runs = |s: Scenario| args.scenario == s || args.scenario == Scenario::All;
         let duration = Duration::from_secs(args.duration_secs);
@@ -120,7 +129,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
                 &target,
                 &roles_path,
                 &fixture.reader_token,
-                args.concurrency,
+                clients,
                 duration,
                 &bar,
             )
@@ -139,7 +148,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
             let (url, handle) = baseline_server(body).map_err(|e| e.to_string())?;
             let plain = Target::new(url, String::new(), args.concurrency);
             let bar = ProgressBar::new_spinner().with_message("baseline");
-            let result = read(&plain, "/", "", args.concurrency, duration, &bar).await;
+            let result = read(&plain, "/", "", clients, duration, &bar).await;
             bar.finish_and_clear();
             handle.stop(false).await;
             print_read(
@@ -151,12 +160,13 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
         let plan = BurstPlan {
             events: args.events,
             concurrency: args.concurrency,
+            client_threads: args.client_threads,
             rate: args.rate,
             hanging_every: 0,
         };
         if runs(Scenario::Burst) || runs(Scenario::Isolation) {
             let bar = ProgressBar::new(plan.events as u64);
-            let result = burst(&target, &fixture, &sink, &plan, &bar).await;
+            let result = burst(&target, &fixture, &sink, plan, &bar).await;
             bar.finish_and_clear();
             print_burst(
                 &format!(
@@ -174,7 +184,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
                 ..plan
             };
             let bar = ProgressBar::new((plan.events + plan.events / 10) as u64);
-            let result = burst(&target, &fixture, &sink, &plan, &bar).await;
+            let result = burst(&target, &fixture, &sink, plan, &bar).await;
             bar.finish_and_clear();
             print_burst(
                 "isolation: the same burst, one more org's endpoint timing out",
@@ -191,8 +201,6 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
             .map_err(|e| e.to_string())?;
         }
         println!("\n{}", serde_json::to_string(&results).unwrap_or_default());
-        // Best effort: the server started here used a scratch directory.
-        let _ = std::fs::remove_dir_all(&server_dir);
         Ok(results)
     })
 }
@@ -230,30 +238,25 @@ fn run_startup(args: &LoadArgs) -> Result<Value, String> {
     Ok(value)
 }
 
-/// Starts a server on a free port with webhooks allowed to reach the sink.
-/// `ROLECALL_<SECTION>__<KEY>` variables of the environment apply on top,
-/// so server settings can be compared under the same load.
-async fn start_server(dir: &std::path::Path) -> Result<(String, String), String> {
+/// Starts `rolecall serve` (a child process) in a scratch directory, with
+/// webhooks allowed to reach the sink. `ROLECALL_<SECTION>__<KEY>` variables
+/// of the environment reach it too, so server settings can be compared under
+/// the same load. Answers the server and its admin token.
+fn start_server() -> Result<(ServerProcess, String), String> {
     let admin = new_token().expose().to_owned();
-    let dir_text = dir.display().to_string();
-    let from_env: Vec<(String, String)> = std::env::vars()
-        .filter(|(key, _)| key.starts_with("ROLECALL_") && key != "ROLECALL_ADMIN__TOKEN")
-        .collect();
-    let mut overrides = vec![
-        ("ROLECALL_SERVER__LISTEN", "127.0.0.1:0"),
-        ("ROLECALL_STORAGE__DATA_DIR", &dir_text),
-        ("ROLECALL_ADMIN__TOKEN", &admin),
+    let dir = std::env::temp_dir().join(format!("rolecall-load-{}", crate::ids::new_v7().simple()));
+    let defaults = [
         ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
         ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
         ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
         ("ROLECALL_LOG__LEVEL", "warn"),
     ];
-    overrides.extend(from_env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let config = Config::with_overrides(&overrides).map_err(|e| e.to_string())?;
-    let app = Application::build(config)
-        .await
-        .map_err(|e| e.to_string())?;
-    let base = format!("http://127.0.0.1:{}", app.port());
-    actix_web::rt::spawn(app.run_until_stopped());
-    Ok((base, admin))
+    let mut env: Vec<(String, String)> = defaults
+        .iter()
+        .filter(|(key, _)| std::env::var_os(key).is_none())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    env.push(("ROLECALL_ADMIN__TOKEN".into(), admin.clone()));
+    let (server, _) = ServerProcess::start(&dir, &env, true)?;
+    Ok((server, admin))
 }

@@ -3,8 +3,6 @@
 //! time until it serves and its resident memory once it does.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -19,6 +17,7 @@ use crate::domain::role::Role;
 use crate::domain::user::User;
 use crate::domain::webhook::{EventSet, WebhookEndpoint};
 use crate::ids::{OrgId, RoleId, UserId};
+use crate::load::server::ServerProcess;
 use crate::storage::{Storage, Write};
 use crate::time::Timestamp;
 use crate::webhooks::signing::new_secret;
@@ -121,61 +120,18 @@ pub fn seed(dir: &Path, orgs: usize, pending: usize) -> Result<(), String> {
 
 /// Starts `rolecall serve` on `dir`; measures time to serving and RSS.
 pub fn measure(dir: &Path, orgs: usize, pending: usize) -> Result<StartupResult, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    drop(listener);
-    let started = Instant::now();
-    let mut child = Command::new(exe)
-        .arg("serve")
-        .env("ROLECALL_SERVER__LISTEN", format!("127.0.0.1:{port}"))
-        .env("ROLECALL_STORAGE__DATA_DIR", dir)
-        .env("ROLECALL_ADMIN__TOKEN", "startup-measurement")
-        .env("ROLECALL_LOG__LEVEL", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let deadline = started + Duration::from_secs(120);
-    let serving = loop {
-        if healthz(port) {
-            break started.elapsed();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            return Err("the server did not serve within 120 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    let resident_kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    let _ = child.kill();
-    let _ = child.wait();
+    let env = [
+        (
+            "ROLECALL_ADMIN__TOKEN".to_owned(),
+            "startup-measurement".to_owned(),
+        ),
+        ("ROLECALL_LOG__LEVEL".to_owned(), "warn".to_owned()),
+    ];
+    let (server, serving) = ServerProcess::start(dir, &env, false)?;
     Ok(StartupResult {
         organizations: orgs,
         pending_deliveries: pending,
         serving_after_ms: serving.as_millis(),
-        resident_mb: resident_kb / 1024.0,
+        resident_mb: server.resident_mb(),
     })
-}
-
-/// Whether `GET /healthz` answers 200 (a plain blocking HTTP/1.1 request).
-fn healthz(port: u16) -> bool {
-    use std::io::{Read, Write as _};
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    if stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }

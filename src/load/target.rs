@@ -17,6 +17,7 @@ pub struct Target {
 }
 
 /// What setup created.
+#[derive(Clone, Debug)]
 pub struct Fixture {
     /// The owner's token (owns every org).
     pub owner_token: String,
@@ -43,6 +44,11 @@ impl Target {
             admin,
             client,
         }
+    }
+
+    /// The base URL and admin token, to build a client on another thread.
+    pub fn address(&self) -> (String, String) {
+        (self.base.clone(), self.admin.clone())
     }
 
     /// Sends one request; answers the status, the JSON body and the latency.

@@ -14,6 +14,7 @@ mod bad_input;
 mod dashboard_browser;
 mod fuzz_regressions;
 mod isolation;
+mod load_tool;
 mod members;
 mod observability;
 mod openapi;
