@@ -8,6 +8,7 @@ pub mod paging;
 pub mod problem;
 pub mod request_id;
 pub mod resources;
+pub mod route_template;
 pub mod routes;
 
 use std::sync::Arc;

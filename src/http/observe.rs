@@ -14,6 +14,7 @@ use actix_web::{web, HttpMessage};
 use tracing::Instrument;
 
 use crate::http::request_id::{request_id_of, X_REQUEST_ID};
+use crate::http::route_template::route_template;
 use crate::http::AppContext;
 
 /// The route label of requests that matched no route (bounded cardinality).
@@ -32,7 +33,7 @@ pub async fn observe(
     let mut response = next.call(req).instrument(span.clone()).await?;
     let elapsed = started.elapsed();
     let status = response.status();
-    let route = response.request().match_pattern();
+    let route = route_template(response.request());
     let route = route.as_deref().unwrap_or(UNMATCHED);
     if let Some(ctx) = response.request().app_data::<web::Data<AppContext>>() {
         let metrics = ctx.services.delivery.metrics();
