@@ -2,20 +2,20 @@
 //! imply) in batches, one transaction per batch, and prunes each
 //! organization's log to the newest `webhooks.log_retention` records.
 //!
-//! Pruning must not cost a scan of every touched log every cycle (that grew
-//! with the log and slowed a 100k-event burst by a fifth), so the actor
-//! keeps an upper bound of each log's length, learnt by one scan when an
-//! organization is first touched and then counted up; only when the bound
-//! exceeds the retention by a tenth (exactly, for retentions under 10) does
-//! it count exactly and delete back to the retention. So a busy log is
-//! scanned every few thousand records, not every cycle.
+//! Pruning must not read whole logs: the actor counts each log once and
+//! then keeps count itself ([`LogLengths`]); once a log exceeds its
+//! retention by a tenth (exactly, for retentions under 10) it deletes the
+//! oldest surplus. The passes run on the blocking pool, off the thread the
+//! dispatcher shares: there they delayed healthy deliveries by up to a
+//! second.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 
+use crate::actors::log_lengths::{LogLengths, Pass};
 use crate::actors::messages::{AppendLog, FlushLog, Touched};
 use crate::ids::OrgId;
 use crate::metrics::Metrics;
@@ -36,8 +36,8 @@ pub struct LogActor {
     buffer: Vec<Write>,
     /// Organizations with new records since the last prune.
     touched: HashSet<OrgId>,
-    /// At least as many records as each organization's log holds.
-    lengths: HashMap<OrgId, usize>,
+    /// Each organization's log length, as far as known.
+    lengths: LogLengths,
     flush_scheduled: bool,
 }
 
@@ -50,7 +50,7 @@ impl LogActor {
             retention,
             buffer: Vec::new(),
             touched: HashSet::new(),
-            lengths: HashMap::new(),
+            lengths: LogLengths::new(retention),
             flush_scheduled: false,
         }
     }
@@ -69,7 +69,12 @@ impl LogActor {
                     _ => None,
                 })),
             Err(err) => {
-                tracing::error!(error = %err, records = batch.len(), "writing the delivery log failed")
+                tracing::error!(error = %err, records = batch.len(), "writing the delivery log failed");
+                for write in &batch {
+                    if let Write::Log(record) = write {
+                        self.lengths.not_written(record.organization_id);
+                    }
+                }
             }
         }
     }
@@ -77,27 +82,34 @@ impl LogActor {
     /// Notes one more record of `org`.
     fn note(&mut self, org: OrgId) {
         self.touched.insert(org);
-        if let Some(length) = self.lengths.get_mut(&org) {
-            *length += 1;
-        }
+        self.lengths.noted(org);
     }
 
-    fn prune(&mut self) {
+    /// Starts the pruning pass each touched organization needs, on the
+    /// blocking pool.
+    fn prune(&mut self, ctx: &mut Context<Self>) {
         for org in std::mem::take(&mut self.touched) {
-            let storage = &self.storage;
-            let bound = *self
-                .lengths
-                .entry(org)
-                .or_insert_with(|| storage.delivery_log_len(org));
-            if bound <= self.retention + self.retention / 10 {
+            let Some(pass) = self.lengths.start_pass(org) else {
                 continue;
-            }
-            match self.storage.prune_delivery_log(org, self.retention) {
-                Ok(remaining) => {
-                    self.lengths.insert(org, remaining);
+            };
+            let (storage, keep) = (self.storage.clone(), self.retention);
+            let run = actix_web::rt::task::spawn_blocking(move || match pass {
+                Pass::Count => storage.prune_delivery_log(org, keep),
+                Pass::Trim(count) => storage.trim_delivery_log(org, count),
+            });
+            ctx.spawn(run.into_actor(self).map(move |result, actor, _| {
+                let outcome = result
+                    .map_err(|err| err.to_string())
+                    .and_then(|done| done.map_err(|err| err.to_string()));
+                match outcome {
+                    Ok(n) if pass == Pass::Count => actor.lengths.counted(org, n),
+                    Ok(n) => actor.lengths.trimmed(org, n),
+                    Err(err) => {
+                        actor.lengths.failed(org);
+                        tracing::error!(error = %err, "pruning the delivery log failed");
+                    }
                 }
-                Err(err) => tracing::error!(error = %err, "pruning the delivery log failed"),
-            }
+            }));
         }
     }
 }
@@ -106,9 +118,9 @@ impl Actor for LogActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.run_interval(PRUNE_EVERY, |actor, _| {
+        ctx.run_interval(PRUNE_EVERY, |actor, ctx| {
             actor.flush();
-            actor.prune();
+            actor.prune(ctx);
         });
     }
 
@@ -145,8 +157,8 @@ impl Handler<Touched> for LogActor {
 impl Handler<FlushLog> for LogActor {
     type Result = ();
 
-    fn handle(&mut self, _: FlushLog, _: &mut Self::Context) {
+    fn handle(&mut self, _: FlushLog, ctx: &mut Self::Context) {
         self.flush();
-        self.prune();
+        self.prune(ctx);
     }
 }

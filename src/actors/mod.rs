@@ -5,6 +5,7 @@
 pub mod delivery;
 pub mod dispatcher;
 pub mod log;
+pub mod log_lengths;
 pub mod messages;
 pub mod organization;
 pub mod registry;

@@ -426,6 +426,22 @@ impl Storage {
         Ok(keep)
     }
 
+    /// Deletes the `count` oldest delivery-log records of `org` (reading
+    /// only those); returns how many it deleted.
+    pub fn trim_delivery_log(&self, org: OrgId, count: usize) -> Result<usize, StorageError> {
+        let tree = self.tree(TreeName::DeliveryLog);
+        let mut batch = sled::Batch::default();
+        let mut removed = 0;
+        for key in tree.scan_prefix(org.as_bytes()).keys().take(count) {
+            batch.remove(key?);
+            removed += 1;
+        }
+        if removed > 0 {
+            tree.apply_batch(batch)?;
+        }
+        Ok(removed)
+    }
+
     /// How many delivery-log records `org` has (a scan of its keys).
     pub fn delivery_log_len(&self, org: OrgId) -> usize {
         self.tree(TreeName::DeliveryLog)
