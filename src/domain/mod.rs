@@ -8,6 +8,7 @@ pub mod error;
 pub mod event;
 pub mod input;
 pub mod member;
+pub mod memo;
 pub mod names;
 pub mod org_state;
 pub mod organization;

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::domain::member::{Membership, MembershipView};
+use crate::domain::memo::Memo;
 use crate::domain::names::fold;
 use crate::domain::organization::Organization;
 use crate::domain::permissions::PermissionSet;
@@ -48,6 +49,10 @@ pub struct OrgState {
     pub webhook: Option<Arc<WebhookEndpoint>>,
     /// Members per role, kept in step with `members`.
     member_counts: HashMap<RoleId, usize>,
+    /// The whole role list as JSON (`GET /roles` without paging), rendered
+    /// by the first read of this snapshot: every later read answers these
+    /// bytes instead of building and serializing the views again.
+    pub role_list_json: Memo<Option<Vec<u8>>>,
 }
 
 impl OrgState {
@@ -64,6 +69,7 @@ impl OrgState {
             roles: roles.into_iter().map(|r| (r.id, Arc::new(r))).collect(),
             members: BTreeMap::new(),
             member_counts: HashMap::new(),
+            role_list_json: Memo::new(),
         };
         for member in members {
             *state.member_counts.entry(member.role_id).or_default() += 1;

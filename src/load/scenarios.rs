@@ -83,7 +83,7 @@ async fn read_loops(
     let errors = RefCell::new(Errors::new());
     let loops = (0..concurrency).map(|_| async {
         while Instant::now() < deadline {
-            match target.call(Method::GET, path, token, None).await {
+            match target.timed(Method::GET, path, token, None).await {
                 Ok((200, _, latency)) => samples.borrow_mut().push(latency.as_secs_f64() * 1000.0),
                 other => count_error(&errors, &other),
             }
@@ -135,7 +135,7 @@ where
     .unwrap_or_default()
 }
 
-fn count_error<T>(errors: &RefCell<Errors>, result: &Result<(u16, Value, T), String>) {
+fn count_error<B, T>(errors: &RefCell<Errors>, result: &Result<(u16, B, T), String>) {
     let kind = match result {
         Ok((status, _, _)) => status.to_string(),
         Err(_) => "transport".to_owned(),

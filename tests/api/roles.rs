@@ -1867,3 +1867,44 @@ async fn role_members_lists_exactly_the_roles_members() {
     expected.sort();
     assert_eq!(user_ids(&list), expected);
 }
+
+#[actix_web::test]
+async fn the_role_list_shows_every_membership_and_deletion_at_once() {
+    let app = spawn_app().await;
+    let org = app.org("enterprise").await;
+    let ops = app.role(&org, "Ops", &["org:team:read"]).await;
+    let count_of = |list: &Value, id: &str| {
+        list["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|r| r["id"] == json!(id)))
+            .map(|r| r["member_count"].clone())
+    };
+    let list = app
+        .get(&org.path("/roles"), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(count_of(&list, &ops), Some(json!(0)));
+
+    let (user, _) = app.member(&org, &ops).await;
+    let list = app
+        .get(&org.path("/roles"), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(count_of(&list, &ops), Some(json!(1)));
+
+    app.delete(&org.path(&format!("/members/{user}")), &org.owner_token)
+        .await
+        .expect(204);
+    app.delete(&org.path(&format!("/roles/{ops}")), &org.owner_token)
+        .await
+        .expect(204);
+    let list = app
+        .get(&org.path("/roles"), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(count_of(&list, &ops), None);
+    assert_eq!(names(&list), ["Owner", "Member"]);
+}

@@ -1,6 +1,6 @@
 //! The role catalog: `/organizations/{org_id}/roles…` (seed 4.1, CONTRACT §4).
 
-use actix_web::http::header::IF_MATCH;
+use actix_web::http::header::{ContentType, IF_MATCH};
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
 use serde::Deserialize;
@@ -84,16 +84,24 @@ fn if_match(req: &HttpRequest) -> Option<IfMatch> {
 async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let query = ListQuery::parse(&req)?;
     let state = &access.state;
-    let rows = state
-        .roles_in_list_order()
-        .into_iter()
-        .map(|(key, role)| (key, state.role_view(role)));
-    let page = paginate(
-        rows,
-        query.cursor.as_deref(),
-        query.limit.unwrap_or(usize::MAX),
-    );
-    Ok(HttpResponse::Ok().json(page))
+    let page = |cursor: Option<&[u8]>, limit: Option<usize>| {
+        let rows = state
+            .roles_in_list_order()
+            .into_iter()
+            .map(|(key, role)| (key, state.role_view(role)));
+        paginate(rows, cursor, limit.unwrap_or(usize::MAX))
+    };
+    if query.cursor.is_none() && query.limit.is_none() {
+        let whole = state
+            .role_list_json
+            .get_or_init(|| serde_json::to_vec(&page(None, None)).ok());
+        if let Some(json) = whole {
+            return Ok(HttpResponse::Ok()
+                .content_type(ContentType::json())
+                .body(web::Bytes::copy_from_slice(json)));
+        }
+    }
+    Ok(HttpResponse::Ok().json(page(query.cursor.as_deref(), query.limit)))
 }
 
 /// One role, with its `ETag`.
