@@ -76,7 +76,8 @@ pub struct StorageConfig {
     pub data_dir: PathBuf,
     /// Page-cache size of the database, in MiB.
     pub cache_mb: u64,
-    /// Longest wait, in microseconds, to gather concurrent commits into one flush.
+    /// Longest wait, in microseconds, to gather concurrent writers into one
+    /// transaction and one flush.
     pub group_commit_window_us: u64,
 }
 

@@ -1,10 +1,12 @@
 //! Storage: the only module that knows sled and bincode.
 //!
-//! Every mutation is one [`Storage::commit`] of a list of [`Write`]s: one
-//! sled transaction across every tree it touches. The Owner/Member rules of
-//! seed 2.4 are enforced here, inside that transaction, so no code path can
-//! alter Owner or delete Member. Durability is asked for separately
-//! ([`Storage::durable`]) so concurrent writers share flushes.
+//! Every mutation is a list of [`Write`]s applied atomically: either by
+//! [`Storage::commit`] (one sled transaction across the trees it touches;
+//! durability asked for separately with [`Storage::durable`]) or by
+//! [`Storage::commit_durably`], which shares one transaction and one flush
+//! with the writers committing at the same time. The Owner/Member rules of
+//! seed 2.4 are enforced here, inside the transaction, so no code path can
+//! alter Owner or delete Member.
 
 pub mod codec;
 mod group_commit;
@@ -139,7 +141,7 @@ impl Default for Tuning {
 pub struct Storage {
     db: sled::Db,
     trees: Vec<sled::Tree>,
-    flusher: GroupCommit,
+    committer: GroupCommit,
 }
 
 /// The storage layout this build reads and writes: tree names and value
@@ -179,8 +181,12 @@ impl Storage {
             .iter()
             .map(|t| db.open_tree(t.name()))
             .collect::<Result<Vec<_>, _>>()?;
-        let flusher = GroupCommit::start(db.clone(), trees.clone(), commit_window)?;
-        let storage = Storage { db, trees, flusher };
+        let committer = GroupCommit::start(db.clone(), trees.clone(), commit_window)?;
+        let storage = Storage {
+            db,
+            trees,
+            committer,
+        };
         let meta = storage.tree(TreeName::Meta);
         match meta.get(keys::LAYOUT_VERSION)?.as_deref() {
             None => {
@@ -292,17 +298,21 @@ impl Storage {
 
     /// Resolves once every commit made before the call is on disk.
     pub async fn durable(&self) -> Result<(), StorageError> {
-        self.flusher.durable().await
+        self.committer.durable().await
     }
 
     /// Flushes and releases the database (its file lock included), for a
     /// process that opened it only to write and must hand it to a server.
     pub fn close(self) -> Result<(), StorageError> {
         self.db.flush()?;
-        let Storage { db, trees, flusher } = self;
+        let Storage {
+            db,
+            trees,
+            committer,
+        } = self;
         drop(trees);
         drop(db);
-        flusher.stop();
+        committer.stop();
         Ok(())
     }
 
@@ -310,7 +320,7 @@ impl Storage {
     /// answer needs. Concurrent callers share one transaction and one flush
     /// (see `group_commit`); the writes are given back.
     pub async fn commit_durably(&self, writes: Vec<Write>) -> Result<Vec<Write>, StorageError> {
-        self.flusher.commit(writes).await
+        self.committer.commit(writes).await
     }
 
     /// Unfinished deliveries in the outbox (counts keys: a scan, for metrics).
