@@ -104,3 +104,42 @@ async fn a_hanging_endpoint_delays_only_its_own_organization() {
         "A's 5th delivery waited for a free slot"
     );
 }
+
+/// More hanging attempts than an HTTP client pools by default (100) must
+/// neither be held back by the client nor hold back another organization's
+/// deliveries: the dispatcher's in-flight limits are the only limits.
+#[actix_web::test]
+async fn many_hanging_attempts_do_not_exhaust_a_shared_connection_pool() {
+    let mut overrides = WEBHOOK_TEST_CONFIG.to_vec();
+    overrides.extend_from_slice(&[
+        ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "6000"),
+        ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "120"),
+        // One delivery thread: one client, one pool, for both orgs.
+        ("ROLECALL_WEBHOOKS__DELIVERY_WORKERS", "1"),
+    ]);
+    let app = spawn_app_with(&overrides).await;
+    let receiver_a = TestReceiver::start().await;
+    let receiver_b = TestReceiver::start().await;
+    let (a, role_a, user_a) = org_with_member(&app).await;
+    let (b, role_b, user_b) = org_with_member(&app).await;
+    app.setup_webhook(&a, &receiver_a.url, &["member.role_changed"])
+        .await;
+    app.setup_webhook(&b, &receiver_b.url, &["member.role_changed"])
+        .await;
+    receiver_a.set(Behavior::slow(HANG));
+
+    // All 120 of A's attempts are in flight at once, each hanging for HANG.
+    toggle(&app, &a, &user_a, &role_a, 120).await;
+    let a_received = receiver_a.wait_for(1 + 120, Duration::from_secs(3)).await;
+    let a_first_receipt = a_received[1].at;
+
+    // B's deliveries do not wait for a connection A holds.
+    toggle(&app, &b, &user_b, &role_b, 5).await;
+    let b_received = receiver_b.wait_for(1 + 5, Duration::from_secs(3)).await;
+    let b_last_receipt = b_received.iter().map(|r| r.at).max().unwrap();
+    assert!(
+        b_last_receipt < a_first_receipt + HANG,
+        "B's last delivery arrived {:?} after A's first attempt started; A's endpoint holds its connections for {HANG:?}",
+        b_last_receipt.duration_since(a_first_receipt)
+    );
+}
