@@ -133,7 +133,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
                 duration,
                 &bar,
             )
-            .await;
+            .await?;
             bar.finish_and_clear();
             print_read(
                 &format!("read: GET roles, {} connections", args.concurrency),
@@ -148,7 +148,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
             let (url, handle) = baseline_server(body).map_err(|e| e.to_string())?;
             let plain = Target::new(url, String::new(), args.concurrency);
             let bar = ProgressBar::new_spinner().with_message("baseline");
-            let result = read(&plain, "/", "", clients, duration, &bar).await;
+            let result = read(&plain, "/", "", clients, duration, &bar).await?;
             bar.finish_and_clear();
             handle.stop(false).await;
             print_read(
@@ -166,7 +166,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
         };
         if runs(Scenario::Burst) || runs(Scenario::Isolation) {
             let bar = ProgressBar::new(plan.events as u64);
-            let result = burst(&target, &fixture, &sink, plan, &bar).await;
+            let result = burst(&target, &fixture, &sink, plan, &bar).await?;
             bar.finish_and_clear();
             print_burst(
                 &format!(
@@ -184,7 +184,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
                 ..plan
             };
             let bar = ProgressBar::new((plan.events + plan.events / 10) as u64);
-            let result = burst(&target, &fixture, &sink, plan, &bar).await;
+            let result = burst(&target, &fixture, &sink, plan, &bar).await?;
             bar.finish_and_clear();
             print_burst(
                 "isolation: the same burst, one more org's endpoint timing out",

@@ -44,7 +44,7 @@ pub async fn read(
     (concurrency, threads): (usize, usize),
     duration: Duration,
     bar: &ProgressBar,
-) -> ReadResult {
+) -> Result<ReadResult, String> {
     let started = Instant::now();
     let deadline = started + duration;
     let (path, token, bar) = (path.to_owned(), token.to_owned(), bar.clone());
@@ -52,7 +52,7 @@ pub async fn read(
         let (path, token, bar) = (path.clone(), token.clone(), bar.clone());
         async move { read_loops(&target, &path, &token, share, deadline, &bar).await }
     })
-    .await;
+    .await?;
     let elapsed = started.elapsed().as_secs_f64();
     let mut samples = Vec::new();
     let mut errors = Errors::new();
@@ -61,13 +61,13 @@ pub async fn read(
         merge_errors(&mut errors, part_errors);
     }
     let requests = samples.len() as u64;
-    ReadResult {
+    Ok(ReadResult {
         requests,
         errors: errors.values().sum(),
         errors_by_kind: errors,
         requests_per_s: requests as f64 / elapsed,
         latency_ms: Percentiles::of(samples),
-    }
+    })
 }
 
 /// One client thread's share of a read run: latencies (ms) and errors.
@@ -96,15 +96,16 @@ async fn read_loops(
 
 /// Runs `work` on `threads` client threads, each with its own actix system
 /// and HTTP client holding its share of `concurrency` connections, and
-/// collects what each returns. One client thread saturates before a server
-/// does: on 2 cores its queueing alone put the p99 of a trivial handler
-/// near 20 ms.
+/// collects what each returns; a thread that panicked fails the run rather
+/// than leaving its share out of the figures. One client thread saturates
+/// before a server does: on 2 cores its queueing alone put the p99 of a
+/// trivial handler near 20 ms.
 async fn on_client_threads<R, F, Fut>(
     target: &Target,
     concurrency: usize,
     threads: usize,
     work: F,
-) -> Vec<R>
+) -> Result<Vec<R>, String>
 where
     R: Send + 'static,
     F: Fn(Rc<Target>, usize) -> Fut + Send + Clone + 'static,
@@ -125,14 +126,17 @@ where
             })
         })
         .collect();
-    actix_web::rt::task::spawn_blocking(move || {
+    let joined = actix_web::rt::task::spawn_blocking(move || {
         handles
             .into_iter()
-            .filter_map(|handle| handle.join().ok())
-            .collect()
+            .map(|handle| handle.join())
+            .collect::<Result<Vec<R>, _>>()
     })
-    .await
-    .unwrap_or_default()
+    .await;
+    match joined {
+        Ok(Ok(results)) => Ok(results),
+        _ => Err("a load client thread panicked; its share of the run is missing".into()),
+    }
 }
 
 fn count_error<B, T>(errors: &RefCell<Errors>, result: &Result<(u16, B, T), String>) {
@@ -217,7 +221,7 @@ pub async fn burst(
     sink: &Arc<SinkState>,
     plan: BurstPlan,
     bar: &ProgressBar,
-) -> BurstResult {
+) -> Result<BurstResult, String> {
     sink.clear();
     let started = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
@@ -231,7 +235,7 @@ pub async fn burst(
             async move { create_loops(&target, &fixture, plan, share, &next, started, &bar).await }
         },
     )
-    .await;
+    .await?;
     let sending = started.elapsed();
     let mut created = HashSet::new();
     let mut errors = Errors::new();
@@ -243,7 +247,7 @@ pub async fn burst(
     while Instant::now() < wait_until && delivered_ids(sink, &created) < created.len() {
         actix_web::rt::time::sleep(Duration::from_millis(50)).await;
     }
-    summarize(sink, &created, errors, sending, started)
+    Ok(summarize(sink, &created, errors, sending, started))
 }
 
 /// One client thread's share of a burst: `concurrency` loops taking the
