@@ -11,11 +11,10 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 
-use rolecall::accounts::Accounts;
-use rolecall::directory::Directory;
 use rolecall::domain::audit::{AuditRecord, RequestIdText};
+use rolecall::domain::change::Write;
 use rolecall::domain::commands::roles::system_roles;
-use rolecall::domain::delivery::{envelope, AttemptOutcome, LogRecord};
+use rolecall::domain::delivery::{envelope, Answer, AttemptOutcome, LogRecord};
 use rolecall::domain::event::{Event, EventKind};
 use rolecall::domain::member::Membership;
 use rolecall::domain::org_state::{Edit, OrgState};
@@ -26,7 +25,9 @@ use rolecall::domain::role::Role;
 use rolecall::domain::user::{TokenKind, TokenRecord, User};
 use rolecall::ids::{AuditId, DeliveryId, OrgId, ResourceId, RoleId, TokenId, UserId};
 use rolecall::secrets::{new_token, sha256, Secret};
-use rolecall::storage::{Storage, Write};
+use rolecall::state::accounts::AccountTable;
+use rolecall::state::directory::Directory;
+use rolecall::storage::{SledStore, Tuning};
 use rolecall::time::Timestamp;
 use rolecall::webhooks::signing::{new_secret, service_signature, standard_signature};
 
@@ -72,8 +73,7 @@ fn permission_check(c: &mut Criterion) {
 /// The account directory and org snapshots a running server holds, and the
 /// token of one member.
 struct AuthFixture {
-    _dir: tempfile::TempDir,
-    accounts: Accounts,
+    accounts: AccountTable,
     directory: Directory,
     org: OrgId,
     member_token: Secret,
@@ -81,8 +81,6 @@ struct AuthFixture {
 }
 
 fn auth_fixture() -> AuthFixture {
-    let dir = tempfile::tempdir().unwrap();
-    let storage = Storage::open(dir.path()).unwrap();
     let now = Timestamp::now();
 
     let mut users = Vec::with_capacity(USERS);
@@ -139,9 +137,8 @@ fn auth_fixture() -> AuthFixture {
         members,
         None,
     )]);
-    let accounts = Accounts::new(storage, users, tokens);
+    let accounts = AccountTable::new(users, tokens);
     AuthFixture {
-        _dir: dir,
         accounts,
         directory,
         org: org_id,
@@ -152,7 +149,12 @@ fn auth_fixture() -> AuthFixture {
 
 /// What `OrgAccess::resolve` does after reading the header and the path.
 #[inline]
-fn resolve(accounts: &Accounts, directory: &Directory, token: &str, org: OrgId) -> PermissionSet {
+fn resolve(
+    accounts: &AccountTable,
+    directory: &Directory,
+    token: &str,
+    org: OrgId,
+) -> PermissionSet {
     let user = accounts.user_for_token(token).unwrap();
     let state: Arc<OrgState> = directory.get(org).unwrap();
     state.permissions_of(user).unwrap()
@@ -268,7 +270,7 @@ fn envelope_serialization(c: &mut Criterion) {
         ("member_added", &member_event),
         ("decision_created", &decision_event),
     ] {
-        let size = envelope(event).len();
+        let size = envelope(event).unwrap().len();
         group.throughput(Throughput::Bytes(size as u64));
         group.bench_function(BenchmarkId::new(name, format!("{size}B")), |b| {
             b.iter(|| envelope(black_box(event)))
@@ -278,9 +280,9 @@ fn envelope_serialization(c: &mut Criterion) {
 }
 
 /// A stored organization with Owner, Member and one custom role.
-fn seeded_storage() -> (tempfile::TempDir, Storage, Role) {
+fn seeded_storage() -> (tempfile::TempDir, SledStore, Role) {
     let dir = tempfile::tempdir().unwrap();
-    let storage = Storage::open(dir.path()).unwrap();
+    let storage = SledStore::open(dir.path(), Tuning::default()).unwrap();
     let now = Timestamp::now();
     let org = organization(Plan::Enterprise);
     let (owner, member) = system_roles(org.id, now);
@@ -306,7 +308,7 @@ fn seeded_storage() -> (tempfile::TempDir, Storage, Role) {
     };
     // System roles are accepted only before their organization is stored.
     storage
-        .commit(&[
+        .append(&[
             Write::Edit(Edit::PutRole(owner)),
             Write::Edit(Edit::PutRole(member)),
             Write::Edit(Edit::PutRole(custom.clone())),
@@ -318,7 +320,7 @@ fn seeded_storage() -> (tempfile::TempDir, Storage, Role) {
     (dir, storage, custom)
 }
 
-/// A current-thread runtime to await `Storage::durable` (a oneshot reply
+/// A current-thread runtime to await `SledStore::durable` (a oneshot reply
 /// from the flush thread: no I/O or timer driver needed).
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -328,7 +330,7 @@ fn current_thread() -> tokio::runtime::Runtime {
 
 /// The writes of one `PATCH …/roles/{id}` as the organization actor commits
 /// them: the updated role and its audit record (before/after as JSON text).
-fn role_update(role: &mut Role, request_id: &RequestIdText) -> [Write; 2] {
+fn role_update(role: &mut Role, request_id: &RequestIdText) -> Vec<Write> {
     let before = serde_json::to_string(&role.view(3)).unwrap();
     role.revision += 1;
     role.updated_at = Timestamp::now();
@@ -345,7 +347,7 @@ fn role_update(role: &mut Role, request_id: &RequestIdText) -> [Write; 2] {
         request_id: request_id.0.clone(),
         occurred_at: role.updated_at,
     };
-    [
+    vec![
         Write::Edit(Edit::PutRole(role.clone())),
         Write::Audit(audit),
     ]
@@ -358,7 +360,7 @@ fn role_write(c: &mut Criterion) {
     group.bench_function("commit_role_and_audit", |b| {
         b.iter_batched(
             || role_update(&mut role, &request_id),
-            |writes| storage.commit(&writes).unwrap(),
+            |writes| storage.append(&writes).unwrap(),
             BatchSize::SmallInput,
         )
     });
@@ -370,14 +372,12 @@ fn role_write_durable(c: &mut Criterion) {
     let (_dir, storage, mut role) = seeded_storage();
     let request_id = RequestIdText::generate();
     let runtime = current_thread();
+    // One writer alone: a commit-thread round (its window included) and a flush.
     let mut group = c.benchmark_group("role_write_durable");
-    group.bench_function("commit_then_durable", |b| {
+    group.bench_function("commit_durably", |b| {
         b.iter_batched(
             || role_update(&mut role, &request_id),
-            |writes| {
-                storage.commit(&writes).unwrap();
-                runtime.block_on(storage.durable()).unwrap();
-            },
+            |writes| runtime.block_on(storage.commit(writes)).unwrap(),
             BatchSize::SmallInput,
         )
     });
@@ -387,14 +387,12 @@ fn role_write_durable(c: &mut Criterion) {
 /// `n` records of first attempts that succeeded, each carrying its ~1 KiB
 /// envelope and a short response body, as the delivery actor logs them.
 fn log_batch(org: OrgId, body: &[u8], n: usize) -> Vec<Write> {
-    let outcome = AttemptOutcome {
-        succeeded: true,
-        status: Some(200),
-        body: Some(r#"{"ok":true}"#.into()),
+    let outcome = AttemptOutcome::Answered(Answer {
+        status: 200,
+        body: r#"{"ok":true}"#.into(),
         latency_ms: 12,
-        error: None,
         started_at: Timestamp::now(),
-    };
+    });
     (0..n)
         .map(|_| {
             Write::Log(LogRecord::of_attempt(
@@ -411,7 +409,7 @@ fn log_batch(org: OrgId, body: &[u8], n: usize) -> Vec<Write> {
 
 fn delivery_log_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let storage = Storage::open(dir.path()).unwrap();
+    let storage = SledStore::open(dir.path(), Tuning::default()).unwrap();
     let org = OrgId::generate();
     let body = body_1k();
     let mut group = c.benchmark_group("delivery_log_append");
@@ -420,7 +418,7 @@ fn delivery_log_append(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("commit_batch", n), &n, |b, &n| {
             b.iter_batched(
                 || log_batch(org, &body, n),
-                |batch| storage.commit(&batch).unwrap(),
+                |batch| storage.append(&batch).unwrap(),
                 BatchSize::LargeInput,
             )
         });

@@ -1,12 +1,14 @@
-//! Measures the cost of a durable commit, alone and with concurrent writers
-//! sharing flushes (group commit). Run: `cargo run --release --example commit_cost`.
+//! Measures the cost of a durable commit through the commit path, alone and
+//! with concurrent writers sharing flushes (group commit). Run: `cargo run --release --example commit_cost`.
 
 use std::time::Instant;
 
 use futures_util::future::join_all;
+use rolecall::commit::{Commit, CommitPath};
+use rolecall::domain::change::Write;
 use rolecall::domain::user::User;
 use rolecall::ids::UserId;
-use rolecall::storage::{Storage, Write};
+use rolecall::storage::{Store, StoreError, Tuning};
 use rolecall::time::Timestamp;
 
 fn user_write() -> Write {
@@ -17,17 +19,20 @@ fn user_write() -> Write {
         name: None,
         created_at: Timestamp::now(),
     };
-    Write::PutUser(user, id.to_string())
+    Write::PutUser(user)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
-    let storage = Storage::open(dir.path())?;
+    let storage = std::sync::Arc::new(CommitPath::offline(Store::open_sled(
+        dir.path(),
+        Tuning::default(),
+    )?));
     actix_web::rt::System::new().block_on(async move {
         let sequential = 500;
         let start = Instant::now();
         for _ in 0..sequential {
-            storage.commit_durably(vec![user_write()]).await?;
+            storage.commit(Commit::writes(vec![user_write()])).await?;
         }
         let elapsed = start.elapsed();
         println!(
@@ -42,9 +47,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let storage = storage.clone();
                 async move {
                     for _ in 0..per_writer {
-                        storage.commit_durably(vec![user_write()]).await?;
+                        storage.commit(Commit::writes(vec![user_write()])).await?;
                     }
-                    Ok::<_, rolecall::storage::StorageError>(())
+                    Ok::<_, StoreError>(())
                 }
             });
             for outcome in join_all(tasks).await {

@@ -1,11 +1,12 @@
-//! Building and running the application: open storage, load state, bind,
-//! serve. Tests use the same path with port 0 and a temp data dir.
+//! Building and running the application: open storage, load state, wire
+//! the commit path and the actors, bind, serve. Tests use the same path
+//! with port 0 and a temp data dir.
 
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::Arc;
 
-use actix::{Actor, Arbiter};
+use actix::{Actor, Addr, Arbiter, AsyncContext, Context, Recipient};
 use actix_web::dev::{Server, ServerHandle, ServiceResponse};
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::middleware::{from_fn, ErrorHandlerResponse, ErrorHandlers};
@@ -14,24 +15,26 @@ use utoipa_actix_web::AppExt;
 
 use crate::accounts::Accounts;
 use crate::actors::delivery::DeliveryActor;
-use crate::actors::dispatcher::{Dispatcher, Limits, SetWorkers};
+use crate::actors::dispatcher::Dispatcher;
+use crate::actors::fair_queue::Limits;
+use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
-use crate::actors::messages::{Drain, Enqueue, FlushLog};
+use crate::actors::messages::{AttemptFinished, Deliver, Drain, Enqueue, FlushLog};
 use crate::actors::registry::Registry;
+use crate::commit::{Commit, CommitPath};
 use crate::config::Config;
 use crate::dashboard;
-use crate::directory::Directory;
+use crate::domain::change::Write;
 use crate::http::observe::observe;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
 use crate::http::routes::{self, fallback, openapi};
 use crate::http::AppContext;
 use crate::metrics::Metrics;
 use crate::secrets::{new_token, Secret};
-use crate::services::Delivery;
-use crate::services::Services;
-use crate::storage::{Storage, StorageError};
+use crate::state::accounts::AccountTable;
+use crate::state::directory::Directory;
+use crate::storage::{Store, StoreError};
 use crate::webhooks::client::{tls_config, ClientSettings};
-use crate::webhooks::outbox::Outbox;
 use crate::webhooks::preflight::PendingTests;
 use crate::webhooks::url::UrlPolicy;
 
@@ -43,10 +46,10 @@ pub enum StartupError {
     Tls(String),
     /// The metrics registry could not be built.
     #[error("metrics: {0}")]
-    Metrics(String),
+    Metrics(#[source] prometheus::Error),
     /// Storage could not be opened or loaded.
-    #[error("storage: {0}")]
-    Storage(#[from] StorageError),
+    #[error("storage: {}", crate::telemetry::cause_chain(.0))]
+    Storage(#[from] StoreError),
     /// The listener could not be bound, or a file could not be written.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -56,50 +59,86 @@ pub enum StartupError {
 pub struct Application {
     port: u16,
     server: Server,
-    services: Arc<Services>,
+    store: Store,
     registry: Arc<Registry>,
+    dispatcher: Addr<Dispatcher>,
+    log: Addr<LogActor>,
     /// The delivery threads, stopped after the dispatcher drained.
     workers: Vec<Arbiter>,
 }
 
 impl Application {
-    /// Opens storage, loads state, bootstraps the admin token and binds.
+    /// Opens storage, loads state, wires the commit path and the delivery
+    /// actors, bootstraps the admin token and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let storage = Storage::open_tuned(&config.storage.data_dir, config.storage.tuning())?;
-        let admin_token_sha256 = admin_token_hash(&config, &storage)?;
-        let loaded = storage.load()?;
-        let hooks = &config.webhooks;
-        let client = ClientSettings {
-            timeout: hooks.attempt_timeout(),
-            policy: UrlPolicy {
-                allow_http: hooks.allow_http,
-                allow_private_networks: hooks.allow_private_networks,
-            },
-            tls: tls_config(&hooks.ca_file).map_err(StartupError::Tls)?,
+        let store = Store::open_sled(&config.storage.data_dir, config.storage.tuning())?;
+        let loaded = store.load().await?;
+        let metrics = Arc::new(Metrics::new().map_err(StartupError::Metrics)?);
+        let directory = Arc::new(Directory::new(loaded.orgs));
+        let accounts = Arc::new(AccountTable::new(loaded.users, loaded.tokens));
+        let client = client_settings(&config)?;
+
+        // The dispatcher and the log actor get their addresses before they
+        // run: the commit path hands deliveries to them, the log actor
+        // writes through the commit path, and the delivery actors report
+        // to the dispatcher.
+        let dispatching = Context::<Dispatcher>::new();
+        let dispatcher = dispatching.address();
+        let logging = Context::<LogActor>::new();
+        let handoff = Handoff {
+            enqueue: dispatcher.clone().recipient(),
+            drop_org: dispatcher.clone().recipient(),
+            touched: logging.address().recipient(),
+            metrics: metrics.clone(),
         };
-        let services = Arc::new(Services {
-            directory: Directory::new(loaded.orgs),
-            accounts: Accounts::new(storage.clone(), loaded.users, loaded.tokens),
-            storage,
-            events: Arc::new(Outbox),
+        let commit = Arc::new(CommitPath::new(
+            store.clone(),
+            directory.clone(),
+            accounts.clone(),
+            Arc::new(handoff),
+        ));
+        let hooks = &config.webhooks;
+        let log = logging.run(LogActor::new(
+            commit.clone(),
+            metrics.clone(),
+            hooks.log_retention,
+        ));
+        let (deliverers, workers) =
+            start_delivery_actors(&config, &client, &directory, dispatcher.clone().recipient());
+        let limits = Limits {
+            per_org: hooks.max_in_flight_per_org,
+            total: hooks.max_in_flight_total,
+        };
+        let dispatcher = dispatching.run(Dispatcher::new(
+            limits,
+            hooks.retry_delay(),
+            deliverers,
+            log.clone().recipient(),
+        ));
+        dispatcher.do_send(Enqueue(loaded.jobs));
+
+        let admin_token_sha256 = admin_token_hash(&config, &store, &commit).await?;
+        let registry = Registry::new(
+            directory.clone(),
+            commit.clone(),
+            accounts.clone(),
+            config.actors.org_idle_timeout(),
+        );
+        let context = web::Data::new(AppContext {
+            store: store.clone(),
+            account_changes: Accounts::new(accounts.clone(), commit.clone()),
+            commit,
+            directory,
+            accounts,
+            registry: registry.clone(),
+            tests: PendingTests::default(),
+            client,
+            log: log.clone().recipient(),
+            queue_depth: dispatcher.clone().recipient(),
+            metrics,
             admin_token_sha256,
             metrics_token_sha256: Some(config.metrics.token.digest())
                 .filter(|_| !config.metrics.token.expose().is_empty()),
-            org_idle_timeout: config.actors.org_idle_timeout(),
-            delivery: Delivery::new(Arc::new(
-                Metrics::new().map_err(|e| StartupError::Metrics(e.to_string()))?,
-            )),
-            tests: PendingTests::default(),
-            client,
-        });
-        let workers = start_delivery(&config, &services);
-        if let Some(dispatcher) = services.delivery.dispatcher() {
-            dispatcher.do_send(Enqueue(loaded.jobs));
-        }
-        let registry = Registry::new(services.clone());
-        let context = web::Data::new(AppContext {
-            services: services.clone(),
-            registry: registry.clone(),
         });
         let document = web::Data::new(openapi::document());
 
@@ -128,8 +167,10 @@ impl Application {
         Ok(Application {
             port: address.port(),
             server,
-            services,
+            store,
             registry,
+            dispatcher,
+            log,
             workers,
         })
     }
@@ -144,11 +185,6 @@ impl Application {
         self.server.handle()
     }
 
-    /// The shared services (for tests and tools that inspect state).
-    pub fn services(&self) -> Arc<Services> {
-        self.services.clone()
-    }
-
     /// The organization actors' registry (for tests and tools that inspect it).
     pub fn registry(&self) -> Arc<Registry> {
         self.registry.clone()
@@ -159,16 +195,12 @@ impl Application {
     /// Unfinished deliveries stay in the outbox for the next start.
     pub async fn run_until_stopped(self) -> Result<(), StartupError> {
         self.server.await?;
-        if let Some(dispatcher) = self.services.delivery.dispatcher() {
-            let _ = dispatcher.send(Drain).await;
-        }
-        if let Some(log) = self.services.delivery.log() {
-            let _ = log.send(FlushLog).await;
-        }
+        let _ = self.dispatcher.send(Drain).await;
+        let _ = self.log.send(FlushLog).await;
         for worker in &self.workers {
             worker.stop();
         }
-        self.services.storage.durable().await?;
+        self.store.durable().await?;
         Ok(())
     }
 
@@ -186,44 +218,45 @@ impl Application {
     }
 }
 
-/// Starts the log actor, the dispatcher and one delivery actor per thread.
-fn start_delivery(config: &Config, services: &Arc<Services>) -> Vec<Arbiter> {
+/// The outbound client's settings: timeout, URL policy, TLS roots.
+fn client_settings(config: &Config) -> Result<ClientSettings, StartupError> {
     let hooks = &config.webhooks;
-    let log = LogActor::new(
-        services.storage.clone(),
-        services.delivery.metrics().clone(),
-        hooks.log_retention,
-    )
-    .start();
-    let limits = Limits {
-        per_org: hooks.max_in_flight_per_org.max(1),
-        total: hooks.max_in_flight_total.max(1),
-    };
-    let dispatcher = Dispatcher::new(limits, hooks.retry_delay(), log.clone()).start();
-    let threads = match hooks.delivery_workers {
+    Ok(ClientSettings {
+        timeout: hooks.attempt_timeout(),
+        policy: UrlPolicy {
+            allow_http: hooks.allow_http,
+            allow_private_networks: hooks.allow_private_networks,
+        },
+        tls: tls_config(&hooks.ca_file).map_err(StartupError::Tls)?,
+    })
+}
+
+/// Starts one delivery actor per delivery thread, each reading endpoints
+/// from `directory` and reporting to `finished`.
+fn start_delivery_actors(
+    config: &Config,
+    client: &ClientSettings,
+    directory: &Arc<Directory>,
+    finished: Recipient<AttemptFinished>,
+) -> (Vec<Recipient<Deliver>>, Vec<Arbiter>) {
+    let threads = match config.webhooks.delivery_workers {
         0 => std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2),
         n => n,
     };
     let mut arbiters = Vec::new();
-    let mut workers = Vec::new();
+    let mut deliverers = Vec::new();
     for _ in 0..threads {
         let arbiter = Arbiter::new();
-        let (settings, services, dispatcher) = (
-            services.client.clone(),
-            services.clone(),
-            dispatcher.clone(),
-        );
-        workers.push(DeliveryActor::start_in_arbiter(
-            &arbiter.handle(),
-            move |_| DeliveryActor::new(settings, services, dispatcher),
-        ));
+        let (settings, directory, finished) = (client.clone(), directory.clone(), finished.clone());
+        let actor = DeliveryActor::start_in_arbiter(&arbiter.handle(), move |_| {
+            DeliveryActor::new(settings, directory, finished)
+        });
+        deliverers.push(actor.recipient());
         arbiters.push(arbiter);
     }
-    dispatcher.do_send(SetWorkers(workers));
-    services.delivery.set(dispatcher, log);
-    arbiters
+    (deliverers, arbiters)
 }
 
 async fn wait_for_signal() {
@@ -247,17 +280,22 @@ async fn wait_for_signal() {
 
 /// The admin token's SHA-256: from the configuration, else the stored one,
 /// else a new token written once to `<data_dir>/admin-token` (mode 0600).
-fn admin_token_hash(config: &Config, storage: &Storage) -> Result<[u8; 32], StartupError> {
+async fn admin_token_hash(
+    config: &Config,
+    store: &Store,
+    commit: &CommitPath,
+) -> Result<[u8; 32], StartupError> {
     if !config.admin.token.expose().is_empty() {
         return Ok(config.admin.token.digest());
     }
-    if let Some(hash) = storage.admin_token_hash()? {
+    if let Some(hash) = store.admin_token_hash().await? {
         return Ok(hash);
     }
     let token = new_token();
     let path = config.storage.data_dir.join("admin-token");
     write_private_file(&path, &token)?;
-    storage.set_admin_token_hash(&token.digest())?;
+    let stored = Commit::writes(vec![Write::AdminToken(token.digest())]);
+    commit.commit(stored).await?;
     tracing::info!(path = %path.display(), "generated the admin token; it was written to this file only");
     Ok(token.digest())
 }

@@ -30,3 +30,16 @@ pub fn init(config: &LogConfig) {
             .try_init(),
     };
 }
+
+/// An error and every error that caused it, outermost first, joined by
+/// `: `, so a 500's log line says what really failed.
+pub fn cause_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}

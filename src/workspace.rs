@@ -1,153 +1,93 @@
-//! The generic way a workspace resource is stored, changed and deleted.
+//! Workspace resources of one organization, as seen by one request: reads
+//! from the store, and changes through the commit path.
 //!
 //! Every change is one transaction holding the resource write and the
-//! outbox writes of its events (staged by the organization's event sink),
-//! made durable before the caller answers; the events' `data` is the
-//! resource's REST representation (for a delete, the last one). Changes run
-//! as transactional read-modify-write, so concurrent status moves of one
-//! resource cannot both succeed.
+//! outbox writes of its events, durable before the caller answers; the
+//! events' `data` is the resource's REST representation (for a delete, the
+//! last one). Changes of an existing resource run as a transactional
+//! read-modify-write, so concurrent status moves of one resource cannot
+//! both succeed.
 
-use crate::domain::commands::json;
+use crate::commit::{Commit, CommitPath};
+use crate::domain::change::Write;
 use crate::domain::error::ApiError;
 use crate::domain::event::{Event, EventKind};
 use crate::domain::org_state::OrgState;
-use crate::domain::resources::Resource;
+use crate::domain::outbox;
+use crate::domain::representation::representation;
+use crate::domain::resources::{Changed, Resource};
 use crate::ids::ResourceId;
-use crate::services::Services;
-use crate::storage::codec::encode;
-use crate::storage::Write;
+use crate::storage::{Page, Store};
 use crate::time::Timestamp;
-
-/// A resource after a change, with the events the change fires, in order.
-pub struct Changed<T> {
-    value: T,
-    writes: Vec<Write>,
-    events: Vec<Event>,
-}
-
-impl<T: Resource> Changed<T> {
-    /// `value` as the result, firing nothing yet.
-    pub fn new(value: T) -> Self {
-        Changed {
-            value,
-            writes: Vec::new(),
-            events: Vec::new(),
-        }
-    }
-
-    /// Fires `kind` with the value's representation as `data`.
-    pub fn emit(mut self, kind: EventKind) -> Self {
-        self.events.push(Event {
-            kind,
-            occurred_at: Timestamp::now(),
-            data: json(&self.value),
-        });
-        self
-    }
-
-    /// Fires `kind` with explicit `data`.
-    pub fn emit_data(mut self, kind: EventKind, data: serde_json::Value) -> Self {
-        self.events.push(Event {
-            kind,
-            occurred_at: Timestamp::now(),
-            data,
-        });
-        self
-    }
-
-    /// Also stores `other` (another resource), firing `kind` for it.
-    pub fn also<U: Resource>(
-        mut self,
-        other: &U,
-        kind: EventKind,
-        org: &OrgState,
-    ) -> Result<Self, ApiError> {
-        self.writes.push(put(org, other)?);
-        self.events.push(Event {
-            kind,
-            occurred_at: Timestamp::now(),
-            data: json(other),
-        });
-        Ok(self)
-    }
-
-    /// Whether the change fires nothing and writes nothing else.
-    fn is_quiet(&self) -> bool {
-        self.writes.is_empty() && self.events.is_empty()
-    }
-}
-
-fn put<T: Resource>(org: &OrgState, value: &T) -> Result<Write, ApiError> {
-    Ok(Write::PutResource {
-        org: org.id(),
-        kind: T::KIND,
-        id: value.id(),
-        value: encode(value)?,
-    })
-}
 
 /// Resource operations for one organization, as of one request.
 pub struct Workspace<'a> {
-    services: &'a Services,
+    store: &'a Store,
+    commit: &'a CommitPath,
     org: &'a OrgState,
 }
 
 impl<'a> Workspace<'a> {
     /// Operations on `org`'s resources.
-    pub fn new(services: &'a Services, org: &'a OrgState) -> Self {
-        Workspace { services, org }
+    pub fn new(store: &'a Store, commit: &'a CommitPath, org: &'a OrgState) -> Self {
+        Workspace { store, commit, org }
     }
 
     /// A resource by id: 404 naming the kind when absent (or another org's).
-    pub fn get<T: Resource>(&self, id: ResourceId) -> Result<T, ApiError> {
-        self.services
-            .storage
-            .resource::<T>(self.org.id(), T::KIND, id)?
+    pub async fn get<T: Resource>(&self, id: ResourceId) -> Result<T, ApiError> {
+        self.store
+            .resource::<T>(self.org.id(), id)
+            .await?
             .ok_or(ApiError::NotFound(T::NAME))
+    }
+
+    /// One newest-first page of resources of kind `T`, before `before`, of
+    /// `parent` when given.
+    pub async fn page<T: Resource>(
+        &self,
+        before: Option<ResourceId>,
+        limit: usize,
+        parent: Option<ResourceId>,
+    ) -> Result<Page<T>, ApiError> {
+        Ok(self
+            .store
+            .resource_page::<T>(self.org.id(), before, limit, parent)
+            .await?)
     }
 
     /// Stores a new resource and fires its events.
     pub async fn create<T: Resource>(&self, created: Changed<T>) -> Result<T, ApiError> {
-        let mut writes = vec![put(self.org, &created.value)?];
-        writes.extend(created.writes);
-        writes.extend(self.services.events.stage(self.org, &created.events));
-        let writes = self.services.storage.commit_durably(writes).await?;
-        self.services.delivery.committed(&writes);
-        Ok(created.value)
+        let (value, writes) = created.into_writes(self.org)?;
+        self.commit.commit(Commit::writes(writes)).await?;
+        Ok(value)
     }
 
     /// Changes a resource atomically: `change` sees its current value and
     /// returns the new one with its events, or refuses. A change that
     /// alters nothing and fires nothing writes nothing.
-    pub async fn update<T: Resource + PartialEq>(
+    pub async fn update<T: Resource>(
         &self,
         id: ResourceId,
         change: impl Fn(T) -> Result<Changed<T>, ApiError>,
     ) -> Result<T, ApiError> {
         let org = self.org;
-        let (value, writes) = self.services.storage.transact(|tx| {
-            let current: T = tx
-                .resource(org.id(), T::KIND, id)?
-                .ok_or(ApiError::NotFound(T::NAME))?;
-            let changed = change(current.clone())?;
-            if changed.value == current && changed.is_quiet() {
-                return Ok((Vec::new(), (current, Vec::new())));
-            }
-            let mut writes = vec![put(org, &changed.value)?];
-            writes.extend(changed.writes);
-            writes.extend(self.services.events.stage(org, &changed.events));
-            Ok::<_, ApiError>((writes.clone(), (changed.value, writes)))
-        })?;
-        if !writes.is_empty() {
-            self.finish(writes).await?;
-        }
-        Ok(value)
+        self.commit
+            .update_resource(org.id(), id, |current: Option<T>| {
+                let current = current.ok_or(ApiError::NotFound(T::NAME))?;
+                let changed = change(current.clone())?;
+                if changed.value() == &current && changed.is_quiet() {
+                    return Ok((Vec::new(), current));
+                }
+                let (value, writes) = changed.into_writes(org)?;
+                Ok((writes, value))
+            })
+            .await
     }
 
     /// Edits a resource with `apply`; when the result differs, it is
     /// touched and `event` (if any) fires. An edit that changes nothing
     /// writes and fires nothing.
-    pub async fn edit<T: Resource + PartialEq>(
+    pub async fn edit<T: Resource>(
         &self,
         id: ResourceId,
         apply: impl Fn(&T) -> Result<T, ApiError>,
@@ -175,37 +115,20 @@ impl<'a> Workspace<'a> {
         event: Option<EventKind>,
     ) -> Result<(), ApiError> {
         let org = self.org;
-        let writes = self.services.storage.transact(|tx| {
-            let current: T = tx
-                .resource(org.id(), T::KIND, id)?
-                .ok_or(ApiError::NotFound(T::NAME))?;
-            let mut writes = vec![Write::DeleteResource {
-                org: org.id(),
-                kind: T::KIND,
-                id,
-            }];
-            if let Some(kind) = event {
-                let fired = Event {
-                    kind,
-                    occurred_at: Timestamp::now(),
-                    data: json(&current),
-                };
-                writes.extend(self.services.events.stage(org, &[fired]));
-            }
-            Ok::<_, ApiError>((writes.clone(), writes))
-        })?;
-        self.finish(writes).await
-    }
-
-    /// Makes the writes of a committed change durable, then hands their
-    /// delivery jobs to the dispatcher.
-    async fn finish(&self, writes: Vec<Write>) -> Result<(), ApiError> {
-        self.services
-            .storage
-            .durable()
+        self.commit
+            .update_resource(org.id(), id, |current: Option<T>| {
+                let current = current.ok_or(ApiError::NotFound(T::NAME))?;
+                let mut writes = vec![Write::DeleteResource(org.id(), T::KIND, id)];
+                if let Some(kind) = event {
+                    let fired = Event {
+                        kind,
+                        occurred_at: Timestamp::now(),
+                        data: representation(&current)?,
+                    };
+                    writes.extend(outbox::stage(org, &[fired])?);
+                }
+                Ok((writes, ()))
+            })
             .await
-            .map_err(ApiError::from)?;
-        self.services.delivery.committed(&writes);
-        Ok(())
     }
 }

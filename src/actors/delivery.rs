@@ -1,39 +1,48 @@
 //! Delivery actors: one per arbiter thread, each with its own keep-alive
 //! HTTP client, running many attempts at once as independent futures, so
 //! no attempt waits for another.
+//!
+//! An attempt is three steps: [`prepare`] reads the endpoint as it is when
+//! the attempt starts (CONTRACT §6: URL and secret are read then) and
+//! finds a removed one; [`attempt`] calls it; the outcome goes back to the
+//! dispatcher, which records it.
 
 use std::sync::Arc;
 
 use actix::prelude::*;
 use actix_web::web::Bytes;
 
-use crate::actors::dispatcher::Dispatcher;
 use crate::actors::messages::{AttemptFinished, Deliver};
-use crate::domain::delivery::AttemptOutcome;
-use crate::services::Services;
+use crate::domain::delivery::{AttemptOutcome, Job};
+use crate::domain::webhook::WebhookEndpoint;
+use crate::state::directory::Directory;
 use crate::time::Timestamp;
 use crate::webhooks::client::{attempt, build_client, AttemptRequest, ClientSettings};
 
 /// Makes attempts.
 pub struct DeliveryActor {
+    /// Built on the actor's own thread when it starts: awc clients are not `Send`.
     client: Option<awc::Client>,
     settings: ClientSettings,
-    services: Arc<Services>,
-    dispatcher: Addr<Dispatcher>,
+    /// Where each attempt reads its endpoint.
+    directory: Arc<Directory>,
+    /// Where each outcome goes.
+    finished: Recipient<AttemptFinished>,
 }
 
 impl DeliveryActor {
-    /// A delivery actor reporting to `dispatcher`.
+    /// A delivery actor reading endpoints from `directory` and reporting
+    /// outcomes to `finished`.
     pub fn new(
         settings: ClientSettings,
-        services: Arc<Services>,
-        dispatcher: Addr<Dispatcher>,
+        directory: Arc<Directory>,
+        finished: Recipient<AttemptFinished>,
     ) -> Self {
         DeliveryActor {
             client: None,
             settings,
-            services,
-            dispatcher,
+            directory,
+            finished,
         }
     }
 }
@@ -42,20 +51,21 @@ impl Actor for DeliveryActor {
     type Context = Context<Self>;
 
     fn started(&mut self, _: &mut Self::Context) {
-        // Built here, on the actor's own arbiter thread: awc clients are not Send.
         self.client = Some(build_client(&self.settings));
     }
 }
 
-/// The outcome of an attempt that could not be made because the endpoint is gone.
-pub fn endpoint_removed() -> AttemptOutcome {
-    AttemptOutcome {
-        succeeded: false,
-        status: None,
-        body: None,
-        latency_ms: 0,
-        error: Some("endpoint removed".into()),
-        started_at: Timestamp::now(),
+/// The endpoint to attempt `job` at, as it is now; the outcome instead when
+/// the job's endpoint has been removed since it was queued.
+pub fn prepare(job: &Job, directory: &Directory) -> Result<Arc<WebhookEndpoint>, AttemptOutcome> {
+    let endpoint = directory
+        .get(job.organization_id)
+        .and_then(|org| org.webhook.clone());
+    match endpoint {
+        Some(endpoint) if !job.orphaned_by(Some(&endpoint)) => Ok(endpoint),
+        _ => Err(AttemptOutcome::EndpointRemoved {
+            at: Timestamp::now(),
+        }),
     }
 }
 
@@ -63,22 +73,17 @@ impl Handler<Deliver> for DeliveryActor {
     type Result = ();
 
     fn handle(&mut self, Deliver(job): Deliver, _: &mut Self::Context) {
+        let endpoint = prepare(&job, &self.directory);
         let client = self
             .client
             .get_or_insert_with(|| build_client(&self.settings))
             .clone();
         let settings = self.settings.clone();
-        // URL and secret are read when the attempt starts (CONTRACT §6).
-        let endpoint = self
-            .services
-            .directory
-            .get(job.organization_id)
-            .and_then(|org| org.webhook.clone());
-        let dispatcher = self.dispatcher.clone();
+        let finished = self.finished.clone();
         actix_web::rt::spawn(async move {
             let outcome = match endpoint {
-                None => endpoint_removed(),
-                Some(endpoint) => {
+                Err(outcome) => outcome,
+                Ok(endpoint) => {
                     let delivery_id = job.delivery_id.to_string();
                     let request = AttemptRequest {
                         url: &endpoint.url,
@@ -91,7 +96,7 @@ impl Handler<Deliver> for DeliveryActor {
                     attempt(&client, &settings, request).await
                 }
             };
-            dispatcher.do_send(AttemptFinished { job, outcome });
+            finished.do_send(AttemptFinished { job, outcome });
         });
     }
 }

@@ -1,98 +1,51 @@
-//! The dispatcher: decides which delivery runs next.
-//!
-//! Each organization has its own FIFO of due jobs and at most
-//! `max_in_flight_per_org` attempts in flight; organizations take turns
-//! (round robin) under a global bound. A slow or dead endpoint therefore
-//! fills only its own organization's slots, and only delays that
-//! organization. Retries wait on a timer: due `retry_delay_ms` after the
-//! first attempt ended.
+//! The dispatcher: starts attempts as slots free up ([`FairQueue`]),
+//! decides what becomes of each delivery after an attempt
+//! ([`next_step`]), and hands the result to the log actor. Retries wait on
+//! a timer: due `retry_delay_ms` after the attempt ended.
 
-use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use crate::actors::delivery::{endpoint_removed, DeliveryActor};
-use crate::actors::log::LogActor;
+use crate::actors::fair_queue::{FairQueue, Limits};
 use crate::actors::messages::{AppendLog, AttemptFinished, Deliver, Drain, DropOrg, Enqueue};
-use crate::domain::delivery::{AttemptOutcome, Job, LogRecord};
-use crate::ids::OrgId;
-use crate::storage::Write;
+use crate::domain::change::Write;
+use crate::domain::delivery::{next_step, AttemptOutcome, Job, LogRecord, NextStep};
 use crate::time::Timestamp;
-
-/// Concurrency limits.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Attempts in flight per organization.
-    pub per_org: usize,
-    /// Attempts in flight in all.
-    pub total: usize,
-}
-
-#[derive(Default)]
-struct OrgQueue {
-    ready: VecDeque<Job>,
-    in_flight: usize,
-    /// Whether the org is in the rotation (it has ready jobs and a free slot).
-    queued: bool,
-}
 
 /// Schedules attempts.
 pub struct Dispatcher {
-    queues: HashMap<OrgId, OrgQueue>,
-    rotation: VecDeque<OrgId>,
-    in_flight: usize,
+    queue: FairQueue,
     /// Jobs waiting on a timer (retries, recovered jobs not yet due).
     scheduled: usize,
-    limits: Limits,
     retry_delay: Duration,
-    workers: Vec<Addr<DeliveryActor>>,
+    /// The delivery actors, one per delivery thread, used in turn.
+    workers: Vec<Recipient<Deliver>>,
     next_worker: usize,
-    log: Addr<LogActor>,
-    /// Endpoint removals: jobs created at or before are dropped.
-    removed: HashMap<OrgId, Timestamp>,
+    log: Recipient<AppendLog>,
     draining: bool,
     drained: Vec<oneshot::Sender<()>>,
 }
 
 impl Dispatcher {
-    /// A dispatcher with no workers yet (see [`Dispatcher::set_workers`]).
-    pub fn new(limits: Limits, retry_delay: Duration, log: Addr<LogActor>) -> Self {
+    /// A dispatcher starting attempts on `workers` and recording their
+    /// results with `log`.
+    pub fn new(
+        limits: Limits,
+        retry_delay: Duration,
+        workers: Vec<Recipient<Deliver>>,
+        log: Recipient<AppendLog>,
+    ) -> Self {
         Dispatcher {
-            queues: HashMap::new(),
-            rotation: VecDeque::new(),
-            in_flight: 0,
+            queue: FairQueue::new(limits),
             scheduled: 0,
-            limits,
             retry_delay,
-            workers: Vec::new(),
+            workers,
             next_worker: 0,
             log,
-            removed: HashMap::new(),
             draining: false,
             drained: Vec::new(),
-        }
-    }
-
-    fn is_removed(&self, job: &Job) -> bool {
-        self.removed
-            .get(&job.organization_id)
-            .is_some_and(|at| job.created_at <= *at)
-    }
-
-    /// Puts a due job in its organization's queue.
-    fn ready(&mut self, job: Job) {
-        if self.is_removed(&job) {
-            self.finish(job, endpoint_removed());
-            return;
-        }
-        let org = job.organization_id;
-        let queue = self.queues.entry(org).or_default();
-        queue.ready.push_back(job);
-        if !queue.queued && queue.in_flight < self.limits.per_org {
-            queue.queued = true;
-            self.rotation.push_back(org);
         }
     }
 
@@ -100,94 +53,90 @@ impl Dispatcher {
     fn schedule(&mut self, job: Job, ctx: &mut Context<Self>) {
         let wait = job.due_at.millis() - Timestamp::now().millis();
         if wait <= 0 {
-            self.ready(job);
+            self.queue.push(job);
         } else {
             self.scheduled += 1;
             ctx.run_later(Duration::from_millis(wait as u64), move |act, _| {
                 act.scheduled = act.scheduled.saturating_sub(1);
-                act.ready(job);
+                act.queue.push(job);
                 act.pump();
             });
         }
     }
 
-    /// Starts attempts while there are free slots, organizations taking turns.
+    /// Starts attempts while there are free slots.
     fn pump(&mut self) {
-        while !self.draining && self.in_flight < self.limits.total && !self.workers.is_empty() {
-            let Some(org) = self.rotation.pop_front() else {
-                break;
-            };
-            let Some(queue) = self.queues.get_mut(&org) else {
-                continue;
-            };
-            let Some(job) = queue.ready.pop_front() else {
-                queue.queued = false;
-                continue;
-            };
-            queue.in_flight += 1;
-            if !queue.ready.is_empty() && queue.in_flight < self.limits.per_org {
-                self.rotation.push_back(org);
-            } else {
-                queue.queued = false;
-            }
-            self.in_flight += 1;
+        if self.draining || self.workers.is_empty() {
+            return;
+        }
+        while let Some(job) = self.queue.start_next() {
             let worker = &self.workers[self.next_worker % self.workers.len()];
             self.next_worker = self.next_worker.wrapping_add(1);
             worker.do_send(Deliver(job));
         }
     }
 
-    /// Logs an attempt and decides the job's fate: done, or retried once.
-    fn finish(&mut self, mut job: Job, outcome: AttemptOutcome) -> Option<Job> {
+    /// Records an attempt and decides the job's fate: done, or attempted
+    /// again later (then returned).
+    fn record(&mut self, mut job: Job, outcome: AttemptOutcome) -> Option<Job> {
         let attempt = job.attempts_made + 1;
-        let removed = outcome.error.as_deref() == Some("endpoint removed");
-        let done = outcome.succeeded || attempt >= 2 || removed;
+        let step = next_step(attempt, &outcome, Timestamp::now(), self.retry_delay);
         // Ids and the error only: the endpoint URL may carry credentials of the subscriber's.
-        if !outcome.succeeded && done {
+        let error = outcome.error();
+        if step == NextStep::Done && error.is_some() {
             tracing::warn!(
                 organization_id = %job.organization_id, delivery_id = %job.delivery_id,
-                event = %job.event, attempt, error = outcome.error.as_deref().unwrap_or(""),
+                event = %job.event, attempt, error = error.as_deref().unwrap_or(""),
                 "delivery failed; not retried"
             );
         } else {
             tracing::debug!(
                 organization_id = %job.organization_id, delivery_id = %job.delivery_id,
-                event = %job.event, attempt, succeeded = outcome.succeeded,
-                error = outcome.error.as_deref().unwrap_or(""), "delivery attempt"
+                event = %job.event, attempt, succeeded = outcome.succeeded(),
+                error = error.as_deref().unwrap_or(""), "delivery attempt"
             );
         }
-        // A finished job's envelope moves into its record; a retried one keeps it.
-        let envelope = if done {
-            std::mem::take(&mut job.body)
-        } else {
-            job.body.clone()
-        };
-        let record = LogRecord::of_attempt(
-            job.organization_id,
-            job.delivery_id,
-            &job.event,
-            attempt,
-            &outcome,
-            envelope,
-        );
-        if done {
-            self.log.do_send(AppendLog {
-                record,
-                job: Some(Write::DeleteJob(job.delivery_id)),
-            });
-            return None;
+        match step {
+            NextStep::Done => {
+                // A finished job's envelope moves into its record.
+                let envelope = std::mem::take(&mut job.body);
+                let record = LogRecord::of_attempt(
+                    job.organization_id,
+                    job.delivery_id,
+                    &job.event,
+                    attempt,
+                    &outcome,
+                    envelope,
+                );
+                let delete = Write::DeleteJob(job.delivery_id);
+                self.log.do_send(AppendLog {
+                    record,
+                    job: Some(delete),
+                });
+                None
+            }
+            NextStep::RetryAt(due) => {
+                let record = LogRecord::of_attempt(
+                    job.organization_id,
+                    job.delivery_id,
+                    &job.event,
+                    attempt,
+                    &outcome,
+                    job.body.clone(),
+                );
+                job.attempts_made = attempt;
+                job.due_at = due;
+                self.log.do_send(AppendLog {
+                    record,
+                    job: Some(Write::PutJob(job.clone())),
+                });
+                Some(job)
+            }
         }
-        job.attempts_made = attempt;
-        job.due_at = Timestamp(Timestamp::now().millis() + self.retry_delay.as_millis() as i64);
-        self.log.do_send(AppendLog {
-            record,
-            job: Some(Write::PutJob(job.clone())),
-        });
-        Some(job)
     }
 
     fn notify_if_drained(&mut self) {
-        if self.draining && self.in_flight == 0 {
+        if self.draining && self.queue.in_flight() == 0 {
             for waiter in self.drained.drain(..) {
                 let _ = waiter.send(());
             }
@@ -197,18 +146,8 @@ impl Dispatcher {
 
 impl Actor for Dispatcher {
     type Context = Context<Self>;
-}
 
-/// Hands the dispatcher its delivery actors (they need its address first).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct SetWorkers(pub Vec<Addr<DeliveryActor>>);
-
-impl Handler<SetWorkers> for Dispatcher {
-    type Result = ();
-
-    fn handle(&mut self, msg: SetWorkers, _: &mut Self::Context) {
-        self.workers = msg.0;
+    fn started(&mut self, _: &mut Self::Context) {
         self.pump();
     }
 }
@@ -228,19 +167,8 @@ impl Handler<AttemptFinished> for Dispatcher {
     type Result = ();
 
     fn handle(&mut self, msg: AttemptFinished, ctx: &mut Self::Context) {
-        let org = msg.job.organization_id;
-        self.in_flight = self.in_flight.saturating_sub(1);
-        if let Some(queue) = self.queues.get_mut(&org) {
-            queue.in_flight = queue.in_flight.saturating_sub(1);
-            if !queue.ready.is_empty() && !queue.queued {
-                queue.queued = true;
-                self.rotation.push_back(org);
-            }
-            if queue.ready.is_empty() && queue.in_flight == 0 {
-                self.queues.remove(&org);
-            }
-        }
-        if let Some(retry) = self.finish(msg.job, msg.outcome) {
+        self.queue.finished(msg.job.organization_id);
+        if let Some(retry) = self.record(msg.job, msg.outcome) {
             self.schedule(retry, ctx);
         }
         self.pump();
@@ -251,15 +179,12 @@ impl Handler<AttemptFinished> for Dispatcher {
 impl Handler<DropOrg> for Dispatcher {
     type Result = ();
 
-    fn handle(&mut self, msg: DropOrg, _: &mut Self::Context) {
-        self.removed.insert(msg.organization_id, msg.at);
-        let dropped: Vec<Job> = self
-            .queues
-            .get_mut(&msg.organization_id)
-            .map(|queue| queue.ready.drain(..).collect())
-            .unwrap_or_default();
-        for job in dropped {
-            self.finish(job, endpoint_removed());
+    /// Due jobs are dropped at once; jobs waiting for their retry, and
+    /// attempts in flight, find the endpoint gone when they next start.
+    fn handle(&mut self, DropOrg(org): DropOrg, _: &mut Self::Context) {
+        let at = Timestamp::now();
+        for job in self.queue.drop_org(org) {
+            self.record(job, AttemptOutcome::EndpointRemoved { at });
         }
     }
 }
@@ -285,8 +210,8 @@ impl Handler<GetQueueDepth> for Dispatcher {
 
     fn handle(&mut self, _: GetQueueDepth, _: &mut Self::Context) -> QueueDepth {
         QueueDepth {
-            ready: self.queues.values().map(|q| q.ready.len()).sum(),
-            in_flight: self.in_flight,
+            ready: self.queue.ready(),
+            in_flight: self.queue.in_flight(),
             scheduled: self.scheduled,
         }
     }

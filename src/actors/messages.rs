@@ -4,10 +4,13 @@ use actix::Message;
 
 use crate::domain::access::{Caller, IfMatch};
 use crate::domain::audit::RequestIdText;
+use crate::domain::change::Write;
 use crate::domain::commands::Reply;
+use crate::domain::delivery::{AttemptOutcome, Job, LogRecord};
 use crate::domain::error::ApiError;
 use crate::domain::input::Input;
-use crate::ids::{RoleId, UserId};
+use crate::domain::webhook::PassedTest;
+use crate::ids::{OrgId, RoleId, UserId};
 
 /// A mutation of one organization.
 #[derive(Clone, Debug)]
@@ -27,7 +30,7 @@ pub enum OrgCommand {
     /// Rename or change the plan.
     UpdateOrganization(Input),
     /// Save the endpoint of a passed test.
-    SaveWebhook(crate::webhooks::preflight::PassedTest),
+    SaveWebhook(PassedTest),
     /// Rotate the signing secret.
     RotateWebhook,
     /// Remove the endpoint.
@@ -47,30 +50,25 @@ pub struct Mutate {
     pub command: OrgCommand,
 }
 
-/// Jobs ready to be scheduled (new events, redeliveries, or recovered at start).
+/// Durable jobs to schedule (new events, redeliveries, or recovered at start).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Enqueue(pub Vec<crate::domain::delivery::Job>);
+pub struct Enqueue(pub Vec<Job>);
 
 /// A delivery actor finished an attempt of `job`.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct AttemptFinished {
     /// The job as it was when the attempt started.
-    pub job: crate::domain::delivery::Job,
+    pub job: Job,
     /// How it went.
-    pub outcome: crate::domain::delivery::AttemptOutcome,
+    pub outcome: AttemptOutcome,
 }
 
 /// The endpoint of an organization was removed: drop its queued attempts.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct DropOrg {
-    /// The organization.
-    pub organization_id: crate::ids::OrgId,
-    /// Jobs created at or before this time are dropped.
-    pub at: crate::time::Timestamp,
-}
+pub struct DropOrg(pub OrgId);
 
 /// Stop starting attempts; answers once none is in flight.
 #[derive(Debug, Message)]
@@ -80,25 +78,25 @@ pub struct Drain;
 /// Make the next attempt of a job.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Deliver(pub crate::domain::delivery::Job);
+pub struct Deliver(pub Job);
 
 /// Append an attempt record, with the outbox write it implies.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct AppendLog {
     /// The record.
-    pub record: crate::domain::delivery::LogRecord,
+    pub record: LogRecord,
     /// Delete or update the job, in the same transaction.
-    pub job: Option<crate::storage::Write>,
+    pub job: Option<Write>,
 }
 
 /// Records were written for this organization elsewhere (skipped records):
 /// consider it for pruning.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Touched(pub crate::ids::OrgId);
+pub struct Touched(pub OrgId);
 
-/// Commit everything buffered now.
+/// Write everything buffered now; answers once it is written.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub struct FlushLog;

@@ -1,44 +1,58 @@
 //! The organization actor: the single writer of one organization.
 //!
 //! It decides each command against its current state (pure domain code),
-//! commits the writes in one transaction, waits for durability, publishes
-//! the new snapshot, and only then answers. It handles one message at a
-//! time (`AtomicResponse`), so rules such as "one Owner at least" and
-//! name uniqueness hold without races.
+//! hands the change to the commit path (one transaction, durable, the new
+//! snapshot published, deliveries handed on), and only then answers. It
+//! handles one message at a time, waiting out each commit
+//! (`AtomicResponse`), so rules such as "one Owner at least" and name
+//! uniqueness hold without races.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
 use crate::actors::messages::{Mutate, OrgCommand};
-use crate::actors::registry::Registry;
-use crate::domain::audit::AuditRecord;
+use crate::commit::{Commit, CommitPath};
 use crate::domain::commands::{members, organization, roles, webhooks, Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::org_state::OrgState;
-use crate::services::Services;
-use crate::storage::Write;
-use crate::time::Timestamp;
+use crate::ids::OrgId;
+use crate::state::accounts::AccountTable;
+use crate::webhooks::signing::new_secret;
+
+/// Called when the actor stops for idleness, so whoever started it can
+/// forget its address.
+pub type OnIdle = Box<dyn Fn(OrgId, &Addr<OrganizationActor>)>;
 
 /// The writer of one organization.
 pub struct OrganizationActor {
-    /// The state as of the last committed change (ahead of the published
-    /// snapshot only while a flush is awaited).
+    /// The state as of the last committed change: the published snapshot.
     state: Arc<OrgState>,
-    services: Arc<Services>,
-    /// To remove itself when it stops for idleness.
-    registry: Arc<Registry>,
+    commit: Arc<CommitPath>,
+    /// Users to invite.
+    users: Arc<AccountTable>,
+    /// How long the actor lives without messages.
+    idle_timeout: Duration,
+    on_idle: OnIdle,
     last_active: Instant,
 }
 
 impl OrganizationActor {
-    /// An actor continuing from the published snapshot.
-    pub fn new(state: Arc<OrgState>, services: Arc<Services>, registry: Arc<Registry>) -> Self {
+    /// An actor continuing from the published snapshot `state`.
+    pub fn new(
+        state: Arc<OrgState>,
+        commit: Arc<CommitPath>,
+        users: Arc<AccountTable>,
+        idle_timeout: Duration,
+        on_idle: OnIdle,
+    ) -> Self {
         OrganizationActor {
             state,
-            services,
-            registry,
+            commit,
+            users,
+            idle_timeout,
+            on_idle,
             last_active: Instant::now(),
         }
     }
@@ -55,7 +69,7 @@ impl OrganizationActor {
                 roles::delete_role(state, caller, *role, if_match.as_ref())
             }
             OrgCommand::AddMember(input) => {
-                members::add_member(state, caller, &self.services.accounts, input)
+                members::add_member(state, caller, self.users.as_ref(), input)
             }
             OrgCommand::ChangeMemberRole(user, input) => {
                 members::change_member_role(state, caller, *user, input)
@@ -65,27 +79,25 @@ impl OrganizationActor {
                 organization::update_organization(state, caller, input)
             }
             OrgCommand::SaveWebhook(test) => webhooks::save_webhook(state, caller, test),
-            OrgCommand::RotateWebhook => webhooks::rotate_webhook(state, caller),
+            OrgCommand::RotateWebhook => webhooks::rotate_webhook(state, caller, new_secret()),
             OrgCommand::DeleteWebhook => webhooks::delete_webhook(state, caller),
         }
     }
 
-    /// The transaction for `change`: its edits, its audit record and the
-    /// writes that record its events.
-    fn writes(&self, msg: &Mutate, change: &Change, next: &OrgState) -> Vec<Write> {
-        let mut writes: Vec<Write> = change.edits.iter().cloned().map(Write::Edit).collect();
-        if let Some(draft) = change.audit.clone() {
-            let record = AuditRecord::from_draft(
-                draft,
-                self.state.id(),
-                msg.caller.user_id(),
-                &msg.request_id,
-                Timestamp::now(),
-            );
-            writes.push(Write::Audit(record));
+    /// The change `msg` makes and the snapshot it leads to; `Ok(Err(reply))`
+    /// for a command that changes nothing.
+    fn prepare(&self, msg: &Mutate) -> Result<Result<(Commit, Reply), Reply>, ApiError> {
+        let change = self.decide(msg)?;
+        if change.edits.is_empty() {
+            return Ok(Err(change.reply));
         }
-        writes.extend(self.services.events.stage(next, &change.events));
-        writes
+        let next = Arc::new(self.state.apply(&change.edits));
+        let (writes, reply) = change.into_writes(&next, msg.caller.user_id(), &msg.request_id)?;
+        let commit = Commit {
+            writes,
+            snapshot: Some(next),
+        };
+        Ok(Ok((commit, reply)))
     }
 }
 
@@ -93,10 +105,10 @@ impl Actor for OrganizationActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        let timeout = self.services.org_idle_timeout;
+        let timeout = self.idle_timeout;
         ctx.run_interval(timeout / 2, move |actor, ctx| {
             if actor.last_active.elapsed() >= timeout {
-                actor.registry.forget(actor.state.id(), &ctx.address());
+                (actor.on_idle)(actor.state.id(), &ctx.address());
                 ctx.stop();
             }
         });
@@ -106,31 +118,25 @@ impl Actor for OrganizationActor {
 impl Handler<Mutate> for OrganizationActor {
     type Result = AtomicResponse<Self, Result<Reply, ApiError>>;
 
-    fn handle(&mut self, msg: Mutate, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Mutate, _: &mut Self::Context) -> Self::Result {
         self.last_active = Instant::now();
-        let change = match self.decide(&msg) {
-            Ok(change) if change.edits.is_empty() => return ready(Ok(change.reply)),
-            Ok(change) => change,
+        let (change, reply) = match self.prepare(&msg) {
+            Ok(Ok(prepared)) => prepared,
+            Ok(Err(unchanged)) => return ready(Ok(unchanged)),
             Err(err) => return ready(Err(err)),
         };
-        let next = Arc::new(self.state.apply(&change.edits));
-        let writes = self.writes(&msg, &change, &next);
-        if let Err(err) = self.services.storage.commit(&writes) {
-            return ready(Err(err.into()));
-        }
-        self.state = next.clone();
-        let services = self.services.clone();
-        let reply = change.reply;
+        let next = change.snapshot.clone();
+        let commit = self.commit.clone();
         AtomicResponse::new(Box::pin(
-            async move {
-                let durable = services.storage.durable().await;
-                services.directory.publish(next);
-                if durable.is_ok() {
-                    services.delivery.committed(&writes);
-                }
-                durable.map(|_| reply).map_err(ApiError::from)
-            }
-            .into_actor(self),
+            async move { commit.commit(change).await }
+                .into_actor(self)
+                .map(move |committed, actor, _| {
+                    committed?;
+                    if let Some(next) = next {
+                        actor.state = next;
+                    }
+                    Ok(reply)
+                }),
         ))
     }
 }

@@ -4,30 +4,45 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use actix::{Actor, Addr, MailboxError};
 
 use crate::actors::messages::Mutate;
 use crate::actors::organization::OrganizationActor;
+use crate::commit::CommitPath;
 use crate::domain::commands::Reply;
 use crate::domain::error::ApiError;
 use crate::ids::OrgId;
-use crate::services::Services;
+use crate::state::accounts::AccountTable;
+use crate::state::directory::Directory;
 
 /// Organization id → live actor.
 pub struct Registry {
     actors: Mutex<HashMap<OrgId, Addr<OrganizationActor>>>,
-    services: Arc<Services>,
+    /// Where a new actor finds its organization's snapshot.
+    directory: Arc<Directory>,
+    commit: Arc<CommitPath>,
+    users: Arc<AccountTable>,
+    idle_timeout: Duration,
     /// Handed to actors so they can remove themselves.
     this: Weak<Registry>,
 }
 
 impl Registry {
-    /// An empty registry.
-    pub fn new(services: Arc<Services>) -> Arc<Self> {
+    /// An empty registry; its actors stop after `idle_timeout` without messages.
+    pub fn new(
+        directory: Arc<Directory>,
+        commit: Arc<CommitPath>,
+        users: Arc<AccountTable>,
+        idle_timeout: Duration,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|this| Registry {
             actors: Mutex::new(HashMap::new()),
-            services,
+            directory,
+            commit,
+            users,
+            idle_timeout,
             this: this.clone(),
         })
     }
@@ -39,21 +54,29 @@ impl Registry {
             return Ok(addr.clone());
         }
         let state = self
-            .services
             .directory
             .get(org)
             .ok_or(ApiError::NotFound("organization"))?;
-        let registry = self
-            .this
-            .upgrade()
-            .ok_or(ApiError::NotFound("organization"))?;
-        let addr = OrganizationActor::new(state, self.services.clone(), registry).start();
+        let registry = self.this.clone();
+        let on_idle = Box::new(move |org: OrgId, addr: &Addr<OrganizationActor>| {
+            if let Some(registry) = registry.upgrade() {
+                registry.forget(org, addr);
+            }
+        });
+        let actor = OrganizationActor::new(
+            state,
+            self.commit.clone(),
+            self.users.clone(),
+            self.idle_timeout,
+            on_idle,
+        );
+        let addr = actor.start();
         actors.insert(org, addr.clone());
         Ok(addr)
     }
 
     /// Removes `addr` as the actor of `org` (if it still is).
-    pub fn forget(&self, org: OrgId, addr: &Addr<OrganizationActor>) {
+    fn forget(&self, org: OrgId, addr: &Addr<OrganizationActor>) {
         let mut actors = self.actors.lock().unwrap_or_else(|e| e.into_inner());
         if actors.get(&org) == Some(addr) {
             actors.remove(&org);

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::domain::error::ApiError;
 use crate::domain::event::{Event, EventKind};
 use crate::ids::{DeliveryId, LogId, OrgId};
 use crate::time::Timestamp;
@@ -13,7 +14,7 @@ use crate::time::Timestamp;
 pub const LOGGED_BODY_MAX: usize = 4096;
 
 /// The envelope of seed 2.7, serialized once so every attempt sends the same bytes.
-pub fn envelope(event: &Event) -> Vec<u8> {
+pub fn envelope(event: &Event) -> Result<Vec<u8>, ApiError> {
     #[derive(Serialize)]
     struct Envelope<'a> {
         event: &'static str,
@@ -25,24 +26,128 @@ pub fn envelope(event: &Event) -> Vec<u8> {
         occurred_at: event.occurred_at,
         data: &event.data,
     };
-    serde_json::to_vec(&envelope).unwrap_or_default()
+    serde_json::to_vec(&envelope).map_err(ApiError::internal)
+}
+
+/// An answer of the endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// At most 4096 bytes of the response body.
+    pub body: String,
+    /// Wall time of the attempt.
+    pub latency_ms: u64,
+    /// When the attempt started.
+    pub started_at: Timestamp,
 }
 
 /// How an attempt ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AttemptOutcome {
-    /// 2xx.
-    pub succeeded: bool,
-    /// The status, when a response arrived.
-    pub status: Option<u16>,
-    /// At most 4096 bytes of the response body.
-    pub body: Option<String>,
-    /// Wall time of the attempt.
-    pub latency_ms: u64,
-    /// What went wrong.
-    pub error: Option<String>,
-    /// When it started.
-    pub started_at: Timestamp,
+pub enum AttemptOutcome {
+    /// The endpoint answered: 2xx is success, anything else (3xx included,
+    /// redirects are not followed) a failure.
+    Answered(Answer),
+    /// No answer: the URL policy, the connection, TLS, reading the body, or
+    /// the timeout failed.
+    Unanswered {
+        /// What failed, for the delivery log.
+        error: String,
+        /// Wall time of the attempt.
+        latency_ms: u64,
+        /// When the attempt started.
+        started_at: Timestamp,
+    },
+    /// The endpoint was removed (or removed and saved anew) after the
+    /// delivery was queued: no request was made (CONTRACT §6).
+    EndpointRemoved {
+        /// When this was found.
+        at: Timestamp,
+    },
+}
+
+impl AttemptOutcome {
+    /// The endpoint answered 2xx.
+    pub fn succeeded(&self) -> bool {
+        matches!(self, AttemptOutcome::Answered(answer) if (200..300).contains(&answer.status))
+    }
+
+    /// The status code, when an answer arrived.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            AttemptOutcome::Answered(answer) => Some(answer.status),
+            _ => None,
+        }
+    }
+
+    /// The kept response body, when an answer arrived.
+    pub fn body(&self) -> Option<&str> {
+        match self {
+            AttemptOutcome::Answered(answer) => Some(&answer.body),
+            _ => None,
+        }
+    }
+
+    /// Wall time of the attempt (0 when none was made).
+    pub fn latency_ms(&self) -> u64 {
+        match self {
+            AttemptOutcome::Answered(answer) => answer.latency_ms,
+            AttemptOutcome::Unanswered { latency_ms, .. } => *latency_ms,
+            AttemptOutcome::EndpointRemoved { .. } => 0,
+        }
+    }
+
+    /// When the attempt started (or was found impossible).
+    pub fn started_at(&self) -> Timestamp {
+        match self {
+            AttemptOutcome::Answered(answer) => answer.started_at,
+            AttemptOutcome::Unanswered { started_at, .. } => *started_at,
+            AttemptOutcome::EndpointRemoved { at } => *at,
+        }
+    }
+
+    /// What went wrong, in the delivery log's words; `None` on success.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            AttemptOutcome::Answered(answer) if (200..300).contains(&answer.status) => None,
+            AttemptOutcome::Answered(answer) => {
+                Some(format!("the endpoint answered {}", answer.status))
+            }
+            AttemptOutcome::Unanswered { error, .. } => Some(error.clone()),
+            AttemptOutcome::EndpointRemoved { .. } => Some("endpoint removed".to_owned()),
+        }
+    }
+}
+
+/// Attempts a delivery gets at most (seed §8: one retry).
+pub const MAX_ATTEMPTS: u8 = 2;
+
+/// What becomes of a delivery after an attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextStep {
+    /// Finished: delivered, failed for good, or its endpoint is gone.
+    Done,
+    /// Attempted again at this time.
+    RetryAt(Timestamp),
+}
+
+/// Seed §8: a failed attempt is retried once, `retry_delay` after it
+/// ended; a success, a last attempt or a removed endpoint end the delivery.
+/// `attempt` is the number of the attempt that just ended (1-based).
+pub fn next_step(
+    attempt: u8,
+    outcome: &AttemptOutcome,
+    ended_at: Timestamp,
+    retry_delay: std::time::Duration,
+) -> NextStep {
+    let retriable =
+        !outcome.succeeded() && !matches!(outcome, AttemptOutcome::EndpointRemoved { .. });
+    if retriable && attempt < MAX_ATTEMPTS {
+        let delay = i64::try_from(retry_delay.as_millis()).unwrap_or(i64::MAX);
+        NextStep::RetryAt(Timestamp(ended_at.millis().saturating_add(delay)))
+    } else {
+        NextStep::Done
+    }
 }
 
 /// A delivery waiting for its next attempt, as stored in the outbox.
@@ -77,6 +182,28 @@ impl Job {
             due_at: now,
             created_at: now,
         }
+    }
+
+    /// A new delivery of a logged delivery's envelope (`redeliver`): a new
+    /// delivery id, attempts counted from 1, due now.
+    pub fn redelivery(record: &LogRecord) -> Job {
+        let now = Timestamp::now();
+        Job {
+            delivery_id: DeliveryId::generate(),
+            organization_id: record.organization_id,
+            event: record.event.clone(),
+            body: record.envelope.clone(),
+            attempts_made: 0,
+            due_at: now,
+            created_at: now,
+        }
+    }
+
+    /// Whether this job was queued for an endpoint that has been removed
+    /// since: there is no endpoint now, or the current one was created
+    /// after the job (removed and saved anew; CONTRACT §6 drops such jobs).
+    pub fn orphaned_by(&self, endpoint: Option<&crate::domain::webhook::WebhookEndpoint>) -> bool {
+        endpoint.is_none_or(|endpoint| endpoint.created_at > self.created_at)
     }
 }
 
@@ -155,16 +282,16 @@ impl LogRecord {
             delivery_id,
             event: event.to_owned(),
             attempt: Some(attempt),
-            outcome: if outcome.succeeded {
+            outcome: if outcome.succeeded() {
                 Outcome::Succeeded
             } else {
                 Outcome::Failed
             },
-            response_code: outcome.status,
-            response_body: outcome.body.clone(),
-            latency_ms: Some(outcome.latency_ms),
-            error: outcome.error.clone(),
-            attempted_at: outcome.started_at,
+            response_code: outcome.status(),
+            response_body: outcome.body().map(str::to_owned),
+            latency_ms: Some(outcome.latency_ms()),
+            error: outcome.error(),
+            attempted_at: outcome.started_at(),
             envelope,
         }
     }
@@ -209,4 +336,81 @@ pub struct LogView {
     pub error: Option<String>,
     /// When the attempt started.
     pub attempted_at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn answered(status: u16) -> AttemptOutcome {
+        AttemptOutcome::Answered(Answer {
+            status,
+            body: String::new(),
+            latency_ms: 5,
+            started_at: Timestamp(1_000),
+        })
+    }
+
+    fn unanswered() -> AttemptOutcome {
+        AttemptOutcome::Unanswered {
+            error: "timed out after 8000 ms".into(),
+            latency_ms: 8_000,
+            started_at: Timestamp(1_000),
+        }
+    }
+
+    #[test]
+    fn a_failed_first_attempt_is_retried_once_after_the_delay() {
+        let ended = Timestamp(10_000);
+        let delay = Duration::from_millis(2_000);
+        for failed in [answered(500), answered(302), answered(404), unanswered()] {
+            assert_eq!(
+                next_step(1, &failed, ended, delay),
+                NextStep::RetryAt(Timestamp(12_000)),
+                "{failed:?}"
+            );
+            assert_eq!(
+                next_step(2, &failed, ended, delay),
+                NextStep::Done,
+                "{failed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn success_and_a_removed_endpoint_end_the_delivery() {
+        let (ended, delay) = (Timestamp(10_000), Duration::from_millis(2_000));
+        for status in [200, 201, 204, 299] {
+            assert_eq!(
+                next_step(1, &answered(status), ended, delay),
+                NextStep::Done
+            );
+        }
+        let removed = AttemptOutcome::EndpointRemoved { at: ended };
+        assert_eq!(next_step(1, &removed, ended, delay), NextStep::Done);
+    }
+
+    #[test]
+    fn outcomes_say_what_failed_in_the_logs_words() {
+        assert_eq!(answered(204).error(), None);
+        assert!(answered(204).succeeded());
+        assert_eq!(
+            answered(503).error().as_deref(),
+            Some("the endpoint answered 503")
+        );
+        assert_eq!(answered(503).status(), Some(503));
+        assert_eq!(
+            unanswered().error().as_deref(),
+            Some("timed out after 8000 ms")
+        );
+        assert_eq!(unanswered().status(), None);
+        let removed = AttemptOutcome::EndpointRemoved { at: Timestamp(7) };
+        assert_eq!(removed.error().as_deref(), Some("endpoint removed"));
+        assert_eq!(
+            (removed.latency_ms(), removed.started_at()),
+            (0, Timestamp(7))
+        );
+        assert!(!removed.succeeded());
+    }
 }

@@ -1,5 +1,6 @@
 //! The one error type every request path returns. Each variant is a code of
-//! CONTRACT §1; `http::problem` turns it into RFC 9457 problem details.
+//! CONTRACT §1; `http::problem` gives it its HTTP status and turns it into
+//! RFC 9457 problem details.
 
 use crate::domain::permissions::Permission;
 
@@ -138,34 +139,6 @@ impl ApiError {
         ApiError::Internal(Box::new(err))
     }
 
-    /// The HTTP status.
-    pub fn status(&self) -> u16 {
-        use ApiError::*;
-        match self {
-            Validation { .. }
-            | UnknownPermission(_)
-            | UnknownEvent(_)
-            | InvalidUrl(_)
-            | MustHaveOwner => 400,
-            Unauthenticated(_) => 401,
-            LicenseRequired => 402,
-            Forbidden(_) | PermissionEscalation(_) | RoleImmutable | SystemRole => 403,
-            NotFound(_) => 404,
-            MethodNotAllowed(_) => 405,
-            NameConflict(_)
-            | AlreadyMember
-            | EmailTaken
-            | TestRequired(_)
-            | InvalidTransition { .. }
-            | CapsuleFrozen => 409,
-            PreconditionFailed => 412,
-            PayloadTooLarge => 413,
-            UnsupportedMediaType => 415,
-            RoleInUse(_) | UnknownRole | UnknownReference(..) => 422,
-            Internal(_) => 500,
-        }
-    }
-
     /// The machine-readable code.
     pub fn code(&self) -> &'static str {
         use ApiError::*;
@@ -197,17 +170,6 @@ impl ApiError {
             RoleInUse(_) => "ROLE_IN_USE",
             UnknownRole => "UNKNOWN_ROLE",
             Internal(_) => "INTERNAL",
-        }
-    }
-}
-
-impl From<crate::storage::StorageError> for ApiError {
-    fn from(err: crate::storage::StorageError) -> Self {
-        use crate::storage::StorageError;
-        match err {
-            StorageError::RoleImmutable => ApiError::RoleImmutable,
-            StorageError::SystemRole => ApiError::SystemRole,
-            other => ApiError::internal(other),
         }
     }
 }

@@ -1,12 +1,7 @@
-//! Workspace events (seed §6) and the sink that mutations hand them to.
-//!
-//! Mutations never deliver anything themselves: they give their events to an
-//! [`EventSink`], which turns them into storage writes inside the mutation's
-//! own transaction (the webhook outbox), so no event exists for a change that
-//! did not happen and none is lost for one that did.
+//! Workspace events (seed §6). Changes never deliver anything themselves:
+//! their events are staged in the change's own transaction (see
+//! [`crate::domain::outbox`]).
 
-use crate::domain::org_state::OrgState;
-use crate::storage::Write;
 use crate::time::Timestamp;
 
 macro_rules! events {
@@ -67,13 +62,6 @@ pub struct Event {
     pub occurred_at: Timestamp,
     /// The entity exactly as the REST API returns it.
     pub data: serde_json::Value,
-}
-
-/// Receives the events of one mutation and returns the writes that record
-/// them, to be committed in that mutation's transaction.
-pub trait EventSink: Send + Sync {
-    /// The writes that record `events` for the organization in `state`.
-    fn stage(&self, state: &OrgState, events: &[Event]) -> Vec<Write>;
 }
 
 #[cfg(test)]

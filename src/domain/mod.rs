@@ -1,7 +1,10 @@
-//! The domain: records, rules and commands. Pure logic, no I/O.
+//! The domain: records, rules and commands. Pure logic: no I/O, and no
+//! knowledge of storage, HTTP or actors. Commands return domain values
+//! (edits, audit records, events to stage); the commit path stores them.
 
 pub mod access;
 pub mod audit;
+pub mod change;
 pub mod commands;
 pub mod delivery;
 pub mod error;
@@ -12,9 +15,10 @@ pub mod memo;
 pub mod names;
 pub mod org_state;
 pub mod organization;
+pub mod outbox;
 pub mod permissions;
+pub mod representation;
 pub mod resources;
 pub mod role;
-pub mod schema;
 pub mod user;
 pub mod webhook;

@@ -71,6 +71,23 @@ impl<'de> Deserialize<'de> for EventSet {
     }
 }
 
+/// A webhook test that passed, waiting to be saved (CONTRACT §6: valid for
+/// 15 minutes, once).
+#[derive(Clone, Debug)]
+pub struct PassedTest {
+    /// The organization that ran it.
+    pub organization_id: OrgId,
+    /// The tested URL.
+    pub url: String,
+    /// The events to subscribe.
+    pub events: EventSet,
+    /// The candidate secret it was signed with and revealed; `None` when it
+    /// was signed with the endpoint's current secret.
+    pub candidate_secret: Option<Secret>,
+    /// When it passed.
+    pub passed_at: std::time::Instant,
+}
+
 /// The endpoint as stored. Never serialized to a client: see [`WebhookView`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WebhookEndpoint {

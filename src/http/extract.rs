@@ -56,13 +56,13 @@ pub struct UserAuth {
 impl UserAuth {
     fn resolve(req: &HttpRequest) -> Result<Self, ApiError> {
         let token = bearer(req)?;
-        let user = context(req)?
-            .services
-            .accounts
-            .user_for_token(token)
-            .ok_or(ApiError::Unauthenticated(
-                "the bearer token is unknown or revoked",
-            ))?;
+        let user =
+            context(req)?
+                .accounts
+                .user_for_token(token)
+                .ok_or(ApiError::Unauthenticated(
+                    "the bearer token is unknown or revoked",
+                ))?;
         Ok(UserAuth { user })
     }
 }
@@ -99,7 +99,7 @@ impl FromRequest for AdminAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready((|| {
-            let expected = context(req)?.services.admin_token_sha256;
+            let expected = context(req)?.admin_token_sha256;
             require_token(req, &expected, "this endpoint requires the admin token")?;
             Ok(AdminAuth)
         })())
@@ -116,7 +116,7 @@ impl FromRequest for MetricsAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready((|| {
-            if let Some(expected) = context(req)?.services.metrics_token_sha256 {
+            if let Some(expected) = context(req)?.metrics_token_sha256 {
                 require_token(req, &expected, "this endpoint requires the metrics token")?;
             }
             Ok(MetricsAuth)
@@ -144,7 +144,7 @@ impl OrgAccess {
             .get("org_id")
             .and_then(OrgId::parse)
             .ok_or(ApiError::NotFound("organization"))?;
-        let state = context(req)?.services.directory.get(org).ok_or(not_found)?;
+        let state = context(req)?.directory.get(org).ok_or(not_found)?;
         let permissions = state
             .permissions_of(user)
             .ok_or(ApiError::NotFound("organization"))?;

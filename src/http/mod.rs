@@ -7,30 +7,63 @@ pub mod observe;
 pub mod paging;
 pub mod problem;
 pub mod request_id;
+pub mod resource_routes;
 pub mod resources;
 pub mod route_template;
 pub mod routes;
+pub mod schema;
 
 use std::sync::Arc;
 
+use actix::Recipient;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Serialize;
 
-use crate::actors::messages::{Mutate, OrgCommand};
+use crate::accounts::Accounts;
+use crate::actors::dispatcher::GetQueueDepth;
+use crate::actors::messages::{AppendLog, Mutate, OrgCommand};
 use crate::actors::registry::Registry;
+use crate::commit::CommitPath;
 use crate::domain::access::Caller;
 use crate::domain::commands::Reply;
 use crate::domain::error::ApiError;
 use crate::ids::OrgId;
-use crate::services::Services;
+use crate::metrics::Metrics;
+use crate::state::accounts::AccountTable;
+use crate::state::directory::Directory;
+use crate::storage::Store;
+use crate::webhooks::client::ClientSettings;
+use crate::webhooks::preflight::PendingTests;
 
-/// What every handler reaches through `web::Data`.
+/// What the handlers use, each a narrow handle given at construction.
 pub struct AppContext {
-    /// Shared services.
-    pub services: Arc<Services>,
-    /// Organization actors.
+    /// Reads of what is not held in memory: logs and workspace resources.
+    pub store: Store,
+    /// Every change that is not an organization command.
+    pub commit: Arc<CommitPath>,
+    /// Organization snapshots: what every organization request is judged on.
+    pub directory: Arc<Directory>,
+    /// Users and tokens: who a bearer token is.
+    pub accounts: Arc<AccountTable>,
+    /// User and token changes of the admin API.
+    pub account_changes: Accounts,
+    /// Organization actors: organization commands.
     pub registry: Arc<Registry>,
+    /// Passed webhook tests waiting to be saved.
+    pub tests: PendingTests,
+    /// Outbound client settings, for the webhook test.
+    pub client: ClientSettings,
+    /// Where webhook tests' attempts are logged.
+    pub log: Recipient<AppendLog>,
+    /// The dispatcher's queue depth, for metrics.
+    pub queue_depth: Recipient<GetQueueDepth>,
+    /// The application's metrics.
+    pub metrics: Arc<Metrics>,
+    /// SHA-256 of the admin token.
+    pub admin_token_sha256: [u8; 32],
+    /// SHA-256 of the token `/metrics` requires, when one is configured.
+    pub metrics_token_sha256: Option<[u8; 32]>,
 }
 
 impl AppContext {

@@ -36,7 +36,7 @@ pub async fn observe(
     let route = route_template(response.request());
     let route = route.as_deref().unwrap_or(UNMATCHED);
     if let Some(ctx) = response.request().app_data::<web::Data<AppContext>>() {
-        let metrics = ctx.services.delivery.metrics();
+        let metrics = &ctx.metrics;
         metrics.http_request(route, method, status, elapsed.as_secs_f64());
     }
     span.in_scope(|| {

@@ -50,9 +50,39 @@ pub fn problem_response(
         .body(Value::Object(body).to_string())
 }
 
+/// The HTTP status of each error (CONTRACT §1).
+pub fn status_of(error: &ApiError) -> StatusCode {
+    use ApiError::*;
+    match error {
+        Validation { .. }
+        | UnknownPermission(_)
+        | UnknownEvent(_)
+        | InvalidUrl(_)
+        | MustHaveOwner => StatusCode::BAD_REQUEST,
+        Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        LicenseRequired => StatusCode::PAYMENT_REQUIRED,
+        Forbidden(_) | PermissionEscalation(_) | RoleImmutable | SystemRole => {
+            StatusCode::FORBIDDEN
+        }
+        NotFound(_) => StatusCode::NOT_FOUND,
+        MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+        NameConflict(_)
+        | AlreadyMember
+        | EmailTaken
+        | TestRequired(_)
+        | InvalidTransition { .. }
+        | CapsuleFrozen => StatusCode::CONFLICT,
+        PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+        PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        RoleInUse(_) | UnknownRole | UnknownReference(..) => StatusCode::UNPROCESSABLE_ENTITY,
+        Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+        status_of(self)
     }
 
     fn error_response(&self) -> HttpResponse<BoxBody> {
@@ -85,8 +115,8 @@ impl ResponseError for ApiError {
             ApiError::RoleInUse(count) => {
                 extra.insert("member_count".into(), json!(count));
             }
-            ApiError::Internal(err) => {
-                tracing::error!(error = %err, source = ?std::error::Error::source(err.as_ref()), "request failed");
+            ApiError::Internal(_) => {
+                tracing::error!(error = %crate::telemetry::cause_chain(self), "request failed");
             }
             _ => {}
         }
@@ -106,5 +136,25 @@ impl ResponseError for ApiError {
             _ => {}
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("flush failed")]
+    struct Flush(#[source] std::io::Error);
+
+    #[test]
+    fn a_500_names_every_cause() {
+        let disk = std::io::Error::other("No space left on device");
+        let error = ApiError::internal(Flush(disk));
+        assert_eq!(
+            crate::telemetry::cause_chain(&error),
+            "internal error: flush failed: No space left on device"
+        );
+        assert_eq!(status_of(&error), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

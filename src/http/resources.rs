@@ -6,10 +6,10 @@ use utoipa::ToSchema;
 
 use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
-use crate::domain::resources::routes::RouteSpec;
 use crate::domain::resources::Resource;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{encode_cursor, ListQuery, Page};
+use crate::http::resource_routes::RouteSpec;
 use crate::http::{path_id, AppContext};
 use crate::ids::ResourceId;
 use crate::workspace::Workspace;
@@ -22,7 +22,7 @@ impl OrgAccess {
 
     /// The organization's resources, as seen by this request.
     pub fn workspace<'a>(&'a self, ctx: &'a AppContext) -> Workspace<'a> {
-        Workspace::new(&ctx.services, &self.state)
+        Workspace::new(&ctx.store, &ctx.commit, &self.state)
     }
 }
 
@@ -31,53 +31,56 @@ pub fn resource_id<T: Resource>(raw: &str) -> Result<ResourceId, ApiError> {
     path_id(raw, T::NAME, ResourceId::parse)
 }
 
-/// A newest-first page of the organization's resources of kind `T` that
-/// pass `filter`.
-pub fn list<T: Resource + ToSchema>(
+/// A newest-first page of the organization's resources of kind `T`, of
+/// `parent` only when given.
+pub async fn list<T: Resource + ToSchema>(
     ctx: &AppContext,
     access: &OrgAccess,
     req: &HttpRequest,
-    filter: impl Fn(&T) -> bool,
+    parent: Option<ResourceId>,
 ) -> Result<HttpResponse, ApiError> {
     let query = ListQuery::parse(req)?;
     let before = query.cursor_id(ResourceId::from_slice)?;
-    let (items, more) = ctx.services.storage.resource_page::<T>(
-        access.org_id(),
-        T::KIND,
-        before,
-        query.limit_or_default(),
-        filter,
-    )?;
-    let next_cursor = if more {
-        items.last().map(|r| encode_cursor(r.id().as_bytes()))
+    let page = access
+        .workspace(ctx)
+        .page::<T>(before, query.limit_or_default(), parent)
+        .await?;
+    let next_cursor = if page.more {
+        page.items.last().map(|r| encode_cursor(r.id().as_bytes()))
     } else {
         None
     };
-    Ok(HttpResponse::Ok().json(Page { items, next_cursor }))
+    Ok(HttpResponse::Ok().json(Page {
+        items: page.items,
+        next_cursor,
+    }))
 }
 
 /// The resource named by the path, checked in the contract's order: 404
 /// when it is not the organization's, then 403 unless the caller holds
 /// what `route` needs.
-pub fn locate<T: Resource>(
+pub async fn locate<T: Resource>(
     ctx: &AppContext,
     access: &OrgAccess,
     raw_id: &str,
     route: RouteSpec,
 ) -> Result<T, ApiError> {
-    let current = access.workspace(ctx).get::<T>(resource_id::<T>(raw_id)?)?;
+    let current = access
+        .workspace(ctx)
+        .get::<T>(resource_id::<T>(raw_id)?)
+        .await?;
     access.allow(route)?;
     Ok(current)
 }
 
 /// `GET …/{id}`: the resource as stored.
-pub fn get_resource<T: Resource + Serialize>(
+pub async fn get_resource<T: Resource + Serialize>(
     ctx: &AppContext,
     access: &OrgAccess,
     raw_id: &str,
     route: RouteSpec,
 ) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(locate::<T>(ctx, access, raw_id, route)?))
+    Ok(HttpResponse::Ok().json(locate::<T>(ctx, access, raw_id, route).await?))
 }
 
 /// `DELETE …/{id}`: removes the resource, firing `event` with its last representation.
@@ -88,7 +91,7 @@ pub async fn delete_resource<T: Resource>(
     route: RouteSpec,
     event: Option<EventKind>,
 ) -> Result<HttpResponse, ApiError> {
-    let current = locate::<T>(ctx, access, raw_id, route)?;
+    let current = locate::<T>(ctx, access, raw_id, route).await?;
     access
         .workspace(ctx)
         .delete::<T>(current.id(), event)

@@ -18,7 +18,7 @@ use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 
-use crate::domain::delivery::{AttemptOutcome, LOGGED_BODY_MAX};
+use crate::domain::delivery::{Answer, AttemptOutcome, LOGGED_BODY_MAX};
 use crate::secrets::Secret;
 use crate::time::Timestamp;
 use crate::webhooks::address_policy::is_public;
@@ -158,21 +158,15 @@ pub async fn attempt(
     };
     let latency_ms = clock.elapsed().as_millis() as u64;
     match result {
-        Ok((status, body)) => AttemptOutcome {
-            succeeded: (200..300).contains(&status),
-            status: Some(status),
-            error: (!(200..300).contains(&status))
-                .then(|| format!("the endpoint answered {status}")),
-            body: Some(body),
+        Ok((status, body)) => AttemptOutcome::Answered(Answer {
+            status,
+            body,
             latency_ms,
             started_at,
-        },
-        Err(error) => AttemptOutcome {
-            succeeded: false,
-            status: None,
-            body: None,
+        }),
+        Err(error) => AttemptOutcome::Unanswered {
+            error,
             latency_ms,
-            error: Some(error),
             started_at,
         },
     }

@@ -1,42 +1,27 @@
-//! Passed webhook tests, waiting to be saved (CONTRACT §6: a test is valid
-//! for 15 minutes, once). Kept in memory: a test is a moment's proof that
-//! the endpoint answers, not state worth surviving a restart.
+//! The webhook test (CONTRACT §6): `test.preflight` sent at once, and the
+//! passed tests waiting to be saved (valid for 15 minutes, once). Kept in
+//! memory: a test is a moment's proof that the endpoint answers, not state
+//! worth surviving a restart.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix_web::web::Bytes;
 use serde_json::json;
 
 use crate::domain::delivery::{envelope, AttemptOutcome, LogRecord};
+use crate::domain::error::ApiError;
 use crate::domain::event::{Event, EventKind};
-use crate::domain::webhook::EventSet;
+use crate::domain::webhook::{EventSet, PassedTest};
 use crate::ids::{DeliveryId, OrgId, TestId};
 use crate::secrets::Secret;
-use crate::services::Services;
 use crate::time::Timestamp;
-use crate::webhooks::client::{attempt, build_client, AttemptRequest};
+use crate::webhooks::client::{attempt, build_client, AttemptRequest, ClientSettings};
 use crate::webhooks::url::WebhookUrl;
 
 /// How long a passed test can be saved.
 pub const TEST_VALIDITY: Duration = Duration::from_secs(15 * 60);
-
-/// A test that passed.
-#[derive(Clone, Debug)]
-pub struct PassedTest {
-    /// The organization that ran it.
-    pub organization_id: OrgId,
-    /// The tested URL.
-    pub url: String,
-    /// The events to subscribe.
-    pub events: EventSet,
-    /// The candidate secret it was signed with and revealed; `None` when it
-    /// was signed with the endpoint's current secret.
-    pub candidate_secret: Option<Secret>,
-    /// When it passed.
-    pub passed_at: Instant,
-}
 
 /// Passed tests by id.
 #[derive(Default)]
@@ -67,21 +52,21 @@ impl PendingTests {
 }
 
 /// Sends the `test.preflight` envelope to `url` once, synchronously, signed
-/// with `secret`, and logs the attempt in the delivery log.
+/// with `secret`; gives the outcome and the attempt's delivery-log record.
 pub async fn send_preflight(
-    services: &Services,
+    settings: &ClientSettings,
     org: OrgId,
     url: &WebhookUrl,
     events: EventSet,
     secret: &Secret,
     test_id: TestId,
-) -> AttemptOutcome {
+) -> Result<(AttemptOutcome, LogRecord), ApiError> {
     let event = Event {
         kind: EventKind::TestPreflight,
         occurred_at: Timestamp::now(),
         data: json!({"organization_id": org, "url": url.as_str(), "events": events.ids(), "test_id": test_id}),
     };
-    let body = envelope(&event);
+    let body = envelope(&event)?;
     let delivery_id = DeliveryId::generate();
     let delivery = delivery_id.to_string();
     let request = AttemptRequest {
@@ -93,7 +78,7 @@ pub async fn send_preflight(
         body: Bytes::from(body.clone()),
     };
     // A test is rare: a client of its own, on this request's thread.
-    let outcome = attempt(&build_client(&services.client), &services.client, request).await;
+    let outcome = attempt(&build_client(settings), settings, request).await;
     let record = LogRecord::of_attempt(
         org,
         delivery_id,
@@ -102,6 +87,5 @@ pub async fn send_preflight(
         &outcome,
         body,
     );
-    services.delivery.append_log(record);
-    outcome
+    Ok((outcome, record))
 }

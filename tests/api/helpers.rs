@@ -106,7 +106,6 @@ pub struct TestApp {
     pub data_dir: TempDir,
     pub client: awc::Client,
     pub handle: actix_web::dev::ServerHandle,
-    pub app_services: std::sync::Arc<rolecall::services::Services>,
     pub registry: std::sync::Arc<rolecall::actors::registry::Registry>,
 }
 
@@ -126,7 +125,6 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
     let app = Application::build(config).await.expect("server starts");
     let port = app.port();
     let handle = app.handle();
-    let app_services = app.services();
     let registry = app.registry();
     actix_web::rt::spawn(app.run_until_stopped());
     TestApp {
@@ -136,7 +134,6 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
         data_dir,
         client: client(),
         handle,
-        app_services,
         registry,
     }
 }

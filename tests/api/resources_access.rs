@@ -1,7 +1,7 @@
 //! Workspace resources (CONTRACT §7): who may call which route.
 //!
 //! The permission matrix is generated from the server's own route table
-//! (`rolecall::domain::resources::routes::ROUTES`): every route gets a
+//! (`rolecall::http::resource_routes::ROUTES`): every route gets a
 //! request builder here, and a route the builders do not know fails the
 //! test, so a new route cannot be forgotten. Also: the table matches the
 //! OpenAPI document, the decided order of checks, and organization
@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use actix_web::http::Method;
 use rolecall::domain::permissions::Permission;
-use rolecall::domain::resources::routes::{RouteSpec, DECISIONS_STATUS, DECISION_MOVES, ROUTES};
+use rolecall::http::resource_routes::{RouteSpec, DECISIONS_STATUS, DECISION_MOVES, ROUTES};
 use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app, Org, Reply, TestApp};

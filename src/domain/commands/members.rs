@@ -5,7 +5,7 @@ use serde::Deserialize;
 use crate::domain::access::{caller_permissions, forbid_escalation, require, Caller};
 use crate::domain::audit::AuditDraft;
 use crate::domain::commands::roles::referenced_role;
-use crate::domain::commands::{json, Change, Reply};
+use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::event::{Event, EventKind};
 use crate::domain::input::{non_null, Input};
@@ -13,6 +13,7 @@ use crate::domain::member::Membership;
 use crate::domain::names::fold;
 use crate::domain::org_state::{Edit, OrgState};
 use crate::domain::permissions::Permission;
+use crate::domain::representation::representation;
 use crate::domain::user::User;
 use crate::ids::UserId;
 use crate::time::Timestamp;
@@ -117,7 +118,7 @@ pub fn add_member(
         updated_at: now,
     };
     let view = member.view(&role.name);
-    let data = json(&view);
+    let data = representation(&view)?;
     Ok(Change {
         edits: vec![Edit::PutMember(member)],
         audit: Some(AuditDraft {
@@ -158,14 +159,14 @@ pub fn change_member_role(
     updated.role_id = role.id;
     updated.updated_at = now;
     let view = updated.view(&role.name);
-    let data = json(&view);
+    let data = representation(&view)?;
     Ok(Change {
         edits: vec![Edit::PutMember(updated)],
         audit: Some(AuditDraft {
             action: "member.role_changed",
             target_type: "member",
             target_id: target.to_string(),
-            before: Some(json(&state.member_view(member))),
+            before: Some(representation(&state.member_view(member))?),
             after: Some(data.clone()),
         }),
         events: vec![member_event(EventKind::MemberRoleChanged, &data, now)],
@@ -184,7 +185,7 @@ pub fn remove_member(state: &OrgState, caller: Caller, target: UserId) -> Result
     if is_owner(state, member) && state.owner_count() <= 1 {
         return Err(ApiError::MustHaveOwner);
     }
-    let data = json(&state.member_view(member));
+    let data = representation(&state.member_view(member))?;
     Ok(Change {
         edits: vec![Edit::DeleteMember(state.id(), target)],
         audit: Some(AuditDraft {

@@ -1,20 +1,26 @@
 //! Pure organization commands: `(state, caller, input) → Change`.
 //!
 //! A command checks everything in the contract's order and describes its
-//! effect as data; the organization actor commits it. No I/O happens here,
-//! so every rule is unit-testable.
+//! effect as data; the organization actor hands it to the commit path. No
+//! I/O happens here, so every rule is unit-testable.
 
 pub mod members;
 pub mod organization;
 pub mod roles;
 pub mod webhooks;
 
-use crate::domain::audit::AuditDraft;
+use crate::domain::audit::{AuditDraft, AuditRecord, RequestIdText};
+use crate::domain::change::Write;
+use crate::domain::error::ApiError;
 use crate::domain::event::Event;
 use crate::domain::member::MembershipView;
 use crate::domain::org_state::Edit;
+use crate::domain::org_state::OrgState;
 use crate::domain::organization::Organization;
+use crate::domain::outbox;
 use crate::domain::role::RoleView;
+use crate::ids::UserId;
+use crate::time::Timestamp;
 
 /// What a successful command answers.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,9 +63,23 @@ impl Change {
             reply,
         }
     }
-}
 
-/// A REST representation as a JSON value (for audit records and events).
-pub(crate) fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
-    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+    /// The writes that commit this change, whose edits made `next`: the
+    /// edits, the audit record (completed with who asked, in which request,
+    /// now), and its events staged against `next`'s endpoint. Also the reply.
+    pub fn into_writes(
+        self,
+        next: &OrgState,
+        actor: Option<UserId>,
+        request: &RequestIdText,
+    ) -> Result<(Vec<Write>, Reply), ApiError> {
+        let mut writes: Vec<Write> = self.edits.into_iter().map(Write::Edit).collect();
+        if let Some(draft) = self.audit {
+            let record =
+                AuditRecord::from_draft(draft, next.id(), actor, request, Timestamp::now());
+            writes.push(Write::Audit(record));
+        }
+        writes.extend(outbox::stage(next, &self.events)?);
+        Ok((writes, self.reply))
+    }
 }

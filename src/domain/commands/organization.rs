@@ -5,7 +5,7 @@ use serde::Deserialize;
 use crate::domain::access::{caller_permissions, require, Caller};
 use crate::domain::audit::AuditDraft;
 use crate::domain::commands::roles::system_roles;
-use crate::domain::commands::{json, Change, Reply};
+use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::input::{non_null, Input};
 use crate::domain::member::Membership;
@@ -13,6 +13,7 @@ use crate::domain::names::display_name;
 use crate::domain::org_state::{Edit, OrgState};
 use crate::domain::organization::{Organization, Plan};
 use crate::domain::permissions::Permission;
+use crate::domain::representation::representation;
 use crate::domain::user::User;
 use crate::ids::{OrgId, UserId};
 use crate::time::Timestamp;
@@ -87,7 +88,7 @@ pub fn create_organization(
             target_type: "organization",
             target_id: org.id.to_string(),
             before: None,
-            after: Some(json(&org)),
+            after: Some(representation(&org)?),
         }),
         events: Vec::new(),
         reply: Reply::Organization(org),
@@ -132,8 +133,8 @@ pub fn update_organization(
             action,
             target_type: "organization",
             target_id: org.id.to_string(),
-            before: Some(json(&state.org)),
-            after: Some(json(&org)),
+            before: Some(representation(&state.org)?),
+            after: Some(representation(&org)?),
         }),
         events: Vec::new(),
         reply: Reply::Organization(org.clone()),

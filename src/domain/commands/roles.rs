@@ -7,12 +7,13 @@ use crate::domain::access::{
     IfMatch,
 };
 use crate::domain::audit::AuditDraft;
-use crate::domain::commands::{json, Change, Reply};
+use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::input::{non_null, Input};
 use crate::domain::names::{bounded_text, RoleName, ROLE_DESCRIPTION_MAX};
 use crate::domain::org_state::{Edit, OrgState};
 use crate::domain::permissions::{Permission, PermissionSet};
+use crate::domain::representation::representation;
 use crate::domain::role::Role;
 use crate::ids::{RoleId, UserId};
 use crate::time::Timestamp;
@@ -154,7 +155,7 @@ pub fn create_role(state: &OrgState, caller: Caller, input: &Input) -> Result<Ch
             target_type: "role",
             target_id: role.id.to_string(),
             before: None,
-            after: Some(json(&role.view(0))),
+            after: Some(representation(&role.view(0))?),
         }),
         events: Vec::new(),
         reply: Reply::Role(role.view(0), role.etag()),
@@ -217,8 +218,8 @@ pub fn update_role(
             action: "role.updated",
             target_type: "role",
             target_id: role.id.to_string(),
-            before: Some(json(&state.role_view(role))),
-            after: Some(json(&state.role_view(&updated))),
+            before: Some(representation(&state.role_view(role))?),
+            after: Some(representation(&state.role_view(&updated))?),
         }),
         events: Vec::new(),
         reply: role_reply(state, &updated),
@@ -254,7 +255,7 @@ pub fn delete_role(
             action: "role.deleted",
             target_type: "role",
             target_id: role.id.to_string(),
-            before: Some(json(&state.role_view(role))),
+            before: Some(representation(&state.role_view(role))?),
             after: None,
         }),
         events: Vec::new(),

@@ -3,15 +3,14 @@
 
 use crate::domain::access::{caller_permissions, require, Caller};
 use crate::domain::audit::AuditDraft;
-use crate::domain::commands::{json, Change, Reply};
+use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::org_state::{Edit, OrgState};
 use crate::domain::permissions::Permission;
-use crate::domain::webhook::WebhookEndpoint;
+use crate::domain::representation::representation;
+use crate::domain::webhook::{PassedTest, WebhookEndpoint};
 use crate::secrets::Secret;
 use crate::time::Timestamp;
-use crate::webhooks::preflight::PassedTest;
-use crate::webhooks::signing::new_secret;
 
 fn endpoint(state: &OrgState) -> Result<&WebhookEndpoint, ApiError> {
     state
@@ -46,13 +45,17 @@ pub fn save_webhook(
         created_at: state.webhook.as_ref().map(|w| w.created_at).unwrap_or(now),
         updated_at: now,
     };
+    let before = match &state.webhook {
+        Some(current) => Some(representation(&current.view())?),
+        None => None,
+    };
     Ok(Change {
         audit: Some(AuditDraft {
             action: "webhook.saved",
             target_type: "webhook",
             target_id: state.id().to_string(),
-            before: state.webhook.as_ref().map(|w| json(&w.view())),
-            after: Some(json(&saved.view())),
+            before,
+            after: Some(representation(&saved.view())?),
         }),
         events: Vec::new(),
         reply: Reply::Webhook(saved.view()),
@@ -60,12 +63,17 @@ pub fn save_webhook(
     })
 }
 
-/// `POST …/webhook/rotate`: a new secret; the old one is dead at once.
-pub fn rotate_webhook(state: &OrgState, caller: Caller) -> Result<Change, ApiError> {
+/// `POST …/webhook/rotate`: `secret` replaces the current one, which is dead
+/// at once. The caller generates it: the domain does no I/O, randomness
+/// included.
+pub fn rotate_webhook(
+    state: &OrgState,
+    caller: Caller,
+    secret: Secret,
+) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
     let current = endpoint(state)?;
     require(held, Permission::SettingsManage)?;
-    let secret: Secret = new_secret();
     let mut rotated = current.clone();
     rotated.secret = secret.clone();
     rotated.updated_at = Timestamp::now();
@@ -74,8 +82,8 @@ pub fn rotate_webhook(state: &OrgState, caller: Caller) -> Result<Change, ApiErr
             action: "webhook.rotated",
             target_type: "webhook",
             target_id: state.id().to_string(),
-            before: Some(json(&current.view())),
-            after: Some(json(&rotated.view())),
+            before: Some(representation(&current.view())?),
+            after: Some(representation(&rotated.view())?),
         }),
         events: Vec::new(),
         reply: Reply::Secret(secret),
@@ -93,7 +101,7 @@ pub fn delete_webhook(state: &OrgState, caller: Caller) -> Result<Change, ApiErr
             action: "webhook.deleted",
             target_type: "webhook",
             target_id: state.id().to_string(),
-            before: Some(json(&current.view())),
+            before: Some(representation(&current.view())?),
             after: None,
         }),
         events: Vec::new(),

@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::domain::error::ApiError;
+use crate::domain::representation::representation;
 use crate::domain::resources::fields;
-use crate::domain::resources::Resource;
+use crate::domain::resources::{Resource, ResourceKind};
 use crate::ids::ResourceId;
 use crate::time::Timestamp;
 
@@ -30,7 +31,7 @@ pub struct Finding {
     /// A decision of the same organization.
     pub decision_id: ResourceId,
     /// What the change does (1..=2000 characters).
-    #[schema(schema_with = crate::domain::schema::fields::summary)]
+    #[schema(schema_with = crate::http::schema::fields::summary)]
     pub summary: String,
 }
 
@@ -52,7 +53,7 @@ pub struct Analysis {
 }
 
 impl Resource for Analysis {
-    const KIND: u8 = 7;
+    const KIND: ResourceKind = ResourceKind::Analysis;
     const NAME: &'static str = "analysis";
     fn id(&self) -> ResourceId {
         self.id
@@ -64,7 +65,7 @@ impl Resource for Analysis {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportAnalysis {
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     repository: String,
     /// 1..=2^63-1 (the document's `int64`); `7.0` counts as 7, as in JSON Schema.
     #[schema(minimum = 1)]
@@ -129,13 +130,13 @@ impl ReportAnalysis {
 }
 
 /// `pr.violation_detected` data: the analysis plus the violating finding.
-pub fn violation_data(analysis: &Analysis, finding: &Finding) -> serde_json::Value {
-    let mut data = serde_json::to_value(analysis).unwrap_or_default();
+pub fn violation_data(
+    analysis: &Analysis,
+    finding: &Finding,
+) -> Result<serde_json::Value, ApiError> {
+    let mut data = representation(analysis)?;
     if let Some(object) = data.as_object_mut() {
-        object.insert(
-            "finding".into(),
-            serde_json::to_value(finding).unwrap_or_default(),
-        );
+        object.insert("finding".into(), representation(finding)?);
     }
-    data
+    Ok(data)
 }

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
 use crate::domain::resources::fields::{self, LINKS_MAX, TITLE_MAX, URL_MAX};
-use crate::domain::resources::Resource;
+use crate::domain::resources::{Resource, ResourceKind};
 use crate::ids::{OrgId, ResourceId};
 use crate::time::Timestamp;
 
@@ -37,7 +37,7 @@ pub struct Capsule {
 }
 
 impl Resource for Capsule {
-    const KIND: u8 = 4;
+    const KIND: ResourceKind = ResourceKind::Capsule;
     const NAME: &'static str = "capsule";
     fn id(&self) -> ResourceId {
         self.id
@@ -51,16 +51,16 @@ impl Resource for Capsule {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCapsule {
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     body: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::scope)]
+    #[schema(schema_with = crate::http::schema::fields::scope)]
     scope: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::links)]
+    #[schema(schema_with = crate::http::schema::fields::links)]
     attachments: Option<Vec<String>>,
 }
 
@@ -69,16 +69,16 @@ pub struct CreateCapsule {
 #[serde(deny_unknown_fields)]
 pub struct UpdateCapsule {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     body: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::scope)]
+    #[schema(schema_with = crate::http::schema::fields::scope)]
     scope: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::links)]
+    #[schema(schema_with = crate::http::schema::fields::links)]
     attachments: Option<Vec<String>>,
 }
 
@@ -88,13 +88,13 @@ pub struct UpdateCapsule {
 pub struct SupersedeCapsule {
     /// Defaults to the old title.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     title: Option<String>,
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     body: String,
     /// Defaults to the old scope.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::scope)]
+    #[schema(schema_with = crate::http::schema::fields::scope)]
     scope: Option<String>,
 }
 

@@ -7,8 +7,8 @@ use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
 use crate::domain::permissions::Permission;
 use crate::domain::resources::fields::{self, LINKS_MAX, URL_MAX};
-use crate::domain::resources::routes::DECISION_MOVES;
-use crate::domain::resources::Resource;
+use crate::domain::resources::{Resource, ResourceKind};
+use crate::http::resource_routes::DECISION_MOVES;
 use crate::ids::{OrgId, ResourceId, UserId};
 use crate::time::Timestamp;
 
@@ -69,7 +69,7 @@ pub struct Decision {
 }
 
 impl Resource for Decision {
-    const KIND: u8 = 1;
+    const KIND: ResourceKind = ResourceKind::Decision;
     const NAME: &'static str = "decision";
     fn id(&self) -> ResourceId {
         self.id
@@ -83,23 +83,23 @@ impl Resource for Decision {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDecision {
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     statement: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     rationale: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::tags)]
+    #[schema(schema_with = crate::http::schema::fields::tags)]
     tags: Option<Vec<String>>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::links)]
+    #[schema(schema_with = crate::http::schema::fields::links)]
     links: Option<Vec<String>>,
     /// `DRAFT` (default) or `PENDING`.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::new_decision_status)]
+    #[schema(schema_with = crate::http::schema::fields::new_decision_status)]
     status: Option<DecisionStatus>,
 }
 
@@ -108,19 +108,19 @@ pub struct CreateDecision {
 #[serde(deny_unknown_fields)]
 pub struct UpdateDecision {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     statement: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     rationale: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::tags)]
+    #[schema(schema_with = crate::http::schema::fields::tags)]
     tags: Option<Vec<String>>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::links)]
+    #[schema(schema_with = crate::http::schema::fields::links)]
     links: Option<Vec<String>>,
 }
 

@@ -152,14 +152,4 @@ mod tests {
         assert!(metadata(big).is_err());
         assert!(metadata(serde_json::Map::new()).is_ok());
     }
-
-    #[test]
-    fn json_objects_survive_the_binary_codec() {
-        let mut map = serde_json::Map::new();
-        map.insert("nested".into(), serde_json::json!({"a": [1, 2, null]}));
-        let value = JsonObject(map);
-        let bytes = crate::storage::codec::encode(&value).unwrap_or_default();
-        let back: Option<JsonObject> = crate::storage::codec::decode(&bytes).ok();
-        assert_eq!(back, Some(value));
-    }
 }

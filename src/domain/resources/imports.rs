@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
 use crate::domain::resources::fields::{self, URL_MAX};
-use crate::domain::resources::Resource;
+use crate::domain::resources::{Resource, ResourceKind};
 use crate::ids::ResourceId;
 use crate::time::Timestamp;
 
@@ -56,19 +56,22 @@ pub struct Import {
 }
 
 impl Resource for Import {
-    const KIND: u8 = 6;
+    const KIND: ResourceKind = ResourceKind::Import;
     const NAME: &'static str = "import";
     fn id(&self) -> ResourceId {
         self.id
     }
     fn touch(&mut self, _: Timestamp) {}
+    fn parent(&self) -> Option<ResourceId> {
+        Some(self.project_id)
+    }
 }
 
 /// Body of `POST …/projects/{id}/imports`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartImport {
-    #[schema(schema_with = crate::domain::schema::fields::url_text)]
+    #[schema(schema_with = crate::http::schema::fields::url_text)]
     source: String,
 }
 
@@ -95,7 +98,7 @@ pub struct ImportResult {
 
 impl utoipa::PartialSchema for ImportResult {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-        crate::domain::schema::fields::import_result().into()
+        crate::http::schema::fields::import_result().into()
     }
 }
 

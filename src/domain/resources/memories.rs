@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
 use crate::domain::resources::fields::{self, JsonObject};
-use crate::domain::resources::Resource;
+use crate::domain::resources::{Resource, ResourceKind};
 use crate::ids::{OrgId, ResourceId};
 use crate::time::Timestamp;
 
@@ -28,7 +28,7 @@ pub struct Memory {
 }
 
 impl Resource for Memory {
-    const KIND: u8 = 3;
+    const KIND: ResourceKind = ResourceKind::Memory;
     const NAME: &'static str = "memory";
     fn id(&self) -> ResourceId {
         self.id
@@ -42,10 +42,10 @@ impl Resource for Memory {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateMemory {
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     content: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::metadata)]
+    #[schema(schema_with = crate::http::schema::fields::metadata)]
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
@@ -54,10 +54,10 @@ pub struct CreateMemory {
 #[serde(deny_unknown_fields)]
 pub struct UpdateMemory {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     content: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::metadata)]
+    #[schema(schema_with = crate::http::schema::fields::metadata)]
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 

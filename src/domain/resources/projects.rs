@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
 use crate::domain::resources::fields::{self, URL_MAX};
-use crate::domain::resources::Resource;
+use crate::domain::resources::{Resource, ResourceKind};
 use crate::ids::{OrgId, ResourceId};
 use crate::time::Timestamp;
 
@@ -28,7 +28,7 @@ pub struct Project {
 }
 
 impl Resource for Project {
-    const KIND: u8 = 5;
+    const KIND: ResourceKind = ResourceKind::Project;
     const NAME: &'static str = "project";
     fn id(&self) -> ResourceId {
         self.id
@@ -42,10 +42,10 @@ impl Resource for Project {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateProject {
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     name: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::url_text)]
+    #[schema(schema_with = crate::http::schema::fields::url_text)]
     repository_url: Option<String>,
 }
 
@@ -54,10 +54,10 @@ pub struct CreateProject {
 #[serde(deny_unknown_fields)]
 pub struct UpdateProject {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     name: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::url_text)]
+    #[schema(schema_with = crate::http::schema::fields::url_text)]
     repository_url: Option<String>,
 }
 

@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
 use crate::domain::resources::fields;
-use crate::domain::resources::Resource;
+use crate::domain::resources::{Resource, ResourceKind};
 use crate::ids::{OrgId, ResourceId};
 use crate::time::Timestamp;
 
@@ -63,7 +63,7 @@ pub struct Task {
 }
 
 impl Resource for Task {
-    const KIND: u8 = 2;
+    const KIND: ResourceKind = ResourceKind::Task;
     const NAME: &'static str = "task";
     fn id(&self) -> ResourceId {
         self.id
@@ -77,14 +77,14 @@ impl Resource for Task {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTask {
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     description: Option<String>,
     /// A project of this organization.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::project_id)]
+    #[schema(schema_with = crate::http::schema::fields::project_id)]
     pub project_id: Option<String>,
 }
 
@@ -93,10 +93,10 @@ pub struct CreateTask {
 #[serde(deny_unknown_fields)]
 pub struct UpdateTask {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::body_text)]
+    #[schema(schema_with = crate::http::schema::fields::body_text)]
     description: Option<String>,
     /// An adjacent status.
     #[serde(default, deserialize_with = "non_null")]

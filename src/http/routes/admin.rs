@@ -6,9 +6,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
+use std::sync::Arc;
+
 use crate::actors::messages::OrgCommand;
+use crate::commit::Commit;
 use crate::domain::access::Caller;
-use crate::domain::audit::AuditRecord;
 use crate::domain::commands::organization::{create_organization, CreateOrganizationBody};
 use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
@@ -20,7 +22,6 @@ use crate::http::extract::{request_id, AdminAuth};
 use crate::http::problem::Problem;
 use crate::http::{json_response, path_id, reply_response, AppContext};
 use crate::ids::{OrgId, TokenId, UserId};
-use crate::storage::Write;
 use crate::time::Timestamp;
 
 /// Registers the routes.
@@ -37,11 +38,11 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
     /// Unique, compared case-insensitively.
-    #[schema(schema_with = crate::domain::schema::fields::email)]
+    #[schema(schema_with = crate::http::schema::fields::email)]
     email: String,
     /// Display name.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     name: Option<String>,
 }
 
@@ -53,7 +54,7 @@ pub struct CreateToken {
     kind: TokenKind,
     /// A label.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     name: Option<String>,
 }
 
@@ -78,7 +79,7 @@ pub struct IssuedToken {
 #[allow(dead_code)]
 pub struct CreateOrganization {
     /// Display name.
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     name: String,
     /// `free`, `pro` or `enterprise`.
     plan: crate::domain::organization::Plan,
@@ -92,7 +93,7 @@ pub struct CreateOrganization {
 #[allow(dead_code)]
 pub struct UpdateOrganization {
     /// New display name (needs `org:settings:manage`).
-    #[schema(schema_with = crate::domain::schema::fields::title)]
+    #[schema(schema_with = crate::http::schema::fields::title)]
     name: Option<String>,
     /// New plan (needs `org:billing:manage`).
     #[schema(nullable = false)]
@@ -115,7 +116,7 @@ async fn create_user(
         .as_deref()
         .map(|n| display_name("name", n))
         .transpose()?;
-    let user = ctx.services.accounts.create_user(email, name).await?;
+    let user = ctx.account_changes.create_user(email, name).await?;
     Ok(json_response(StatusCode::CREATED, &user))
 }
 
@@ -131,7 +132,7 @@ async fn create_token(
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
     let user = path_id(&path, "user", UserId::parse)?;
-    if ctx.services.accounts.user(user).is_none() {
+    if ctx.accounts.user(user).is_none() {
         return Err(ApiError::NotFound("user"));
     }
     let body: CreateToken = input.parse()?;
@@ -141,8 +142,7 @@ async fn create_token(
         .map(|n| display_name("name", n))
         .transpose()?;
     let (record, secret) = ctx
-        .services
-        .accounts
+        .account_changes
         .create_token(user, body.kind, name)
         .await?;
     let issued = IssuedToken {
@@ -165,7 +165,7 @@ async fn revoke_token(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let token = path_id(&path, "token", TokenId::parse)?;
-    ctx.services.accounts.revoke_token(token).await?;
+    ctx.account_changes.revoke_token(token).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -182,24 +182,15 @@ async fn create_org(
     let body: CreateOrganizationBody = input.parse()?;
     let owner_id = body.owner_id()?;
     let owner = ctx
-        .services
         .accounts
         .user(owner_id)
         .ok_or(ApiError::NotFound("user"))?;
     let (state, change) = create_organization(&body, &owner)?;
-    let mut writes: Vec<Write> = change.edits.into_iter().map(Write::Edit).collect();
-    if let Some(draft) = change.audit {
-        writes.push(Write::Audit(AuditRecord::from_draft(
-            draft,
-            state.id(),
-            None,
-            &request_id(&req),
-            Timestamp::now(),
-        )));
-    }
-    ctx.services.storage.commit_durably(writes).await?;
+    let state = Arc::new(state);
+    let (writes, _) = change.into_writes(&state, None, &request_id(&req))?;
     let org = state.org.clone();
-    ctx.services.directory.publish(std::sync::Arc::new(state));
+    let snapshot = Some(state);
+    ctx.commit.commit(Commit { writes, snapshot }).await?;
     Ok(json_response(StatusCode::CREATED, &org))
 }
 

@@ -9,15 +9,15 @@ use crate::domain::resources::analyses::{
     violation_data, Analysis, AnalysisStatus, ReportAnalysis,
 };
 use crate::domain::resources::decisions::{Decision, DecisionStatus};
-use crate::domain::resources::routes::*;
+use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
+use crate::http::resource_routes::*;
 use crate::http::resources::{get_resource, list, locate};
 use crate::http::AppContext;
-use crate::workspace::Changed;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -44,13 +44,19 @@ async fn report(
     let workspace = access.workspace(&ctx);
     let mut changed = Changed::new(analysis.clone()).emit(EventKind::PrAnalysisCompleted);
     for finding in &analysis.findings {
-        let decision: Decision = workspace
-            .get(finding.decision_id)
-            .map_err(|_| ApiError::UnknownReference(Reference::Decision, "findings.decision_id"))?;
+        let decision: Decision = match workspace.get(finding.decision_id).await {
+            Err(ApiError::NotFound(_)) => {
+                return Err(ApiError::UnknownReference(
+                    Reference::Decision,
+                    "findings.decision_id",
+                ))
+            }
+            found => found?,
+        };
         if decision.status == DecisionStatus::Accepted {
             changed = changed.emit_data(
                 EventKind::PrViolationDetected,
-                violation_data(&analysis, finding),
+                violation_data(&analysis, finding)?,
             );
         }
     }
@@ -69,7 +75,7 @@ async fn list_all(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(ANALYSES_LIST)?;
-    list::<Analysis>(&ctx, &access, &req, |_| true)
+    list::<Analysis>(&ctx, &access, &req, None).await
 }
 
 /// One analysis.
@@ -81,7 +87,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    get_resource::<Analysis>(&ctx, &access, &path.1, ANALYSES_GET)
+    get_resource::<Analysis>(&ctx, &access, &path.1, ANALYSES_GET).await
 }
 
 /// Accepts the proposed findings; fires `pr.results_accepted` (409 when already accepted).
@@ -93,7 +99,9 @@ async fn accept(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Analysis>(&ctx, &access, &path.1, ANALYSES_ACCEPT)?.id();
+    let id = locate::<Analysis>(&ctx, &access, &path.1, ANALYSES_ACCEPT)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let accepted = workspace
         .update(id, |mut analysis: Analysis| {

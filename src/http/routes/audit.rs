@@ -34,20 +34,18 @@ async fn audit_log(
     let query = ListQuery::parse(&req)?;
     let org = access.org_id();
     let before = query.cursor_id(AuditId::from_slice)?;
-    let action = query.filters.get("action").cloned();
-    let (records, more) =
-        ctx.services
-            .storage
-            .audit_page(org, before, query.limit_or_default(), |record| {
-                action.as_ref().is_none_or(|a| &record.action == a)
-            })?;
-    let next_cursor = if more {
-        records.last().map(|r| encode_cursor(r.id.as_bytes()))
+    let action = query.filters.get("action").map(String::as_str);
+    let page = ctx
+        .store
+        .audit_page(org, before, query.limit_or_default(), action)
+        .await?;
+    let next_cursor = if page.more {
+        page.items.last().map(|r| encode_cursor(r.id.as_bytes()))
     } else {
         None
     };
     Ok(HttpResponse::Ok().json(Page {
-        items: records.iter().map(|r| r.view()).collect(),
+        items: page.items.iter().map(|r| r.view()).collect(),
         next_cursor,
     }))
 }

@@ -6,15 +6,15 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::resources::capsules::{Capsule, CreateCapsule, SupersedeCapsule, UpdateCapsule};
-use crate::domain::resources::routes::*;
+use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
+use crate::http::resource_routes::*;
 use crate::http::resources::{delete_resource, get_resource, list, locate};
 use crate::http::AppContext;
-use crate::workspace::Changed;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -56,7 +56,7 @@ async fn list_all(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(CAPSULES_LIST)?;
-    list::<Capsule>(&ctx, &access, &req, |_| true)
+    list::<Capsule>(&ctx, &access, &req, None).await
 }
 
 /// One capsule.
@@ -68,7 +68,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    get_resource::<Capsule>(&ctx, &access, &path.1, CAPSULES_GET)
+    get_resource::<Capsule>(&ctx, &access, &path.1, CAPSULES_GET).await
 }
 
 /// Edits title, body, scope or attachments (409 CAPSULE_FROZEN when frozen); fires `capsule.updated`.
@@ -82,7 +82,9 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_UPDATE)?.id();
+    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_UPDATE)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let apply = input.parse::<UpdateCapsule>()?.validate()?;
     let updated = workspace
@@ -100,7 +102,9 @@ async fn freeze(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_FREEZE)?.id();
+    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_FREEZE)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let frozen = workspace
         .edit(
@@ -129,21 +133,23 @@ async fn supersede(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_SUPERSEDE)?.id();
+    let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_SUPERSEDE)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let succession = input.parse::<SupersedeCapsule>()?.validate()?;
     let replaced = workspace
         .update(id, |old: Capsule| {
             let (successor, replaced) = succession.apply(&old)?;
-            Changed::new(replaced)
-                .also(&successor, EventKind::CapsuleCreated, &access.state)
-                .map(|c| c.emit(EventKind::CapsuleUpdated))
+            Ok(Changed::new(replaced)
+                .also(&successor, EventKind::CapsuleCreated)
+                .emit(EventKind::CapsuleUpdated))
         })
         .await?;
     let successor_id = replaced
         .superseded_by
         .ok_or(ApiError::NotFound("capsule"))?;
-    let successor: Capsule = workspace.get(successor_id)?;
+    let successor: Capsule = workspace.get(successor_id).await?;
     Ok(HttpResponse::Created().json(successor))
 }
 

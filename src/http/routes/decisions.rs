@@ -8,16 +8,16 @@ use crate::domain::event::EventKind;
 use crate::domain::resources::decisions::{
     move_permission, ChangeStatus, CreateDecision, Decision, UpdateDecision,
 };
-use crate::domain::resources::routes::*;
+use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
+use crate::http::resource_routes::*;
 use crate::http::resources::{delete_resource, get_resource, list, locate, resource_id};
 use crate::http::AppContext;
 use crate::time::Timestamp;
-use crate::workspace::Changed;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -60,7 +60,7 @@ async fn list_all(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(DECISIONS_LIST)?;
-    list::<Decision>(&ctx, &access, &req, |_| true)
+    list::<Decision>(&ctx, &access, &req, None).await
 }
 
 /// One decision.
@@ -72,7 +72,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    get_resource::<Decision>(&ctx, &access, &path.1, DECISIONS_GET)
+    get_resource::<Decision>(&ctx, &access, &path.1, DECISIONS_GET).await
 }
 
 /// Edits title, statement, rationale, tags or links; fires `decision.updated` when something changed.
@@ -85,7 +85,9 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Decision>(&ctx, &access, &path.1, DECISIONS_UPDATE)?.id();
+    let id = locate::<Decision>(&ctx, &access, &path.1, DECISIONS_UPDATE)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let apply = input.parse::<UpdateDecision>()?.validate()?;
     let updated = workspace
@@ -131,7 +133,7 @@ async fn change_status(
 ) -> Result<HttpResponse, ApiError> {
     let workspace = access.workspace(&ctx);
     let id = resource_id::<Decision>(&path.1)?;
-    let current: Decision = workspace.get(id)?;
+    let current: Decision = workspace.get(id).await?;
     let target = input.parse::<ChangeStatus>()?.status;
     // The key depends on the move; an impossible move is a 409 whatever the caller holds.
     if let Ok(key) = move_permission(current.status, target) {

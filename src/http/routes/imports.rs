@@ -7,15 +7,15 @@ use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::resources::imports::{finish, Import, ImportResult, ImportStatus, StartImport};
 use crate::domain::resources::projects::Project;
-use crate::domain::resources::routes::*;
+use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
+use crate::http::resource_routes::*;
 use crate::http::resources::{get_resource, list, locate, resource_id};
 use crate::http::AppContext;
-use crate::workspace::Changed;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -37,7 +37,7 @@ async fn start(
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
     let workspace = access.workspace(&ctx);
-    let project: Project = workspace.get(resource_id::<Project>(&path.1)?)?;
+    let project: Project = workspace.get(resource_id::<Project>(&path.1)?).await?;
     access.allow(IMPORTS_START)?;
     let import = input.parse::<StartImport>()?.build(project.id)?;
     let started = workspace.create(Changed::new(import)).await?;
@@ -57,11 +57,10 @@ async fn list_for_project(
 ) -> Result<HttpResponse, ApiError> {
     let project: Project = access
         .workspace(&ctx)
-        .get(resource_id::<Project>(&path.1)?)?;
+        .get(resource_id::<Project>(&path.1)?)
+        .await?;
     access.allow(IMPORTS_LIST)?;
-    list::<Import>(&ctx, &access, &req, |import| {
-        import.project_id == project.id
-    })
+    list::<Import>(&ctx, &access, &req, Some(project.id)).await
 }
 
 /// One import.
@@ -73,7 +72,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    get_resource::<Import>(&ctx, &access, &path.1, IMPORTS_GET)
+    get_resource::<Import>(&ctx, &access, &path.1, IMPORTS_GET).await
 }
 
 /// Cancels a running import (409 INVALID_TRANSITION when it finished).
@@ -85,7 +84,9 @@ async fn cancel(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Import>(&ctx, &access, &path.1, IMPORTS_CANCEL)?.id();
+    let id = locate::<Import>(&ctx, &access, &path.1, IMPORTS_CANCEL)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let cancelled = workspace
         .update(id, |import: Import| {
@@ -111,7 +112,9 @@ async fn result(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Import>(&ctx, &access, &path.1, IMPORTS_RESULT)?.id();
+    let id = locate::<Import>(&ctx, &access, &path.1, IMPORTS_RESULT)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let (status, reason) = input.parse::<ImportResult>()?.validate()?;
     let event = if status == ImportStatus::Completed {

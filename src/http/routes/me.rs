@@ -57,12 +57,10 @@ pub struct CatalogEntry {
 #[get("/me")]
 async fn me(auth: UserAuth, ctx: web::Data<AppContext>) -> Result<HttpResponse, ApiError> {
     let user = ctx
-        .services
         .accounts
         .user(auth.user)
         .ok_or(ApiError::Unauthenticated("the user no longer exists"))?;
     let memberships = ctx
-        .services
         .directory
         .orgs_of(auth.user)
         .iter()

@@ -30,12 +30,12 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Documentation shape of `POST …/members`: exactly one of `user_id` and
-/// `email`, and `role_id` (see [`crate::domain::schema::fields::add_member`]).
+/// `email`, and `role_id` (see [`crate::http::schema::fields::add_member`]).
 pub struct AddMember;
 
 impl utoipa::PartialSchema for AddMember {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-        crate::domain::schema::fields::add_member().into()
+        crate::http::schema::fields::add_member().into()
     }
 }
 
@@ -51,7 +51,7 @@ impl ToSchema for AddMember {
 #[allow(dead_code)]
 pub struct ChangeRole {
     /// The new role; a role of this organization.
-    #[schema(schema_with = crate::domain::schema::fields::role_id)]
+    #[schema(schema_with = crate::http::schema::fields::role_id)]
     role_id: String,
 }
 
@@ -61,7 +61,7 @@ pub struct ChangeRole {
 #[allow(dead_code)]
 struct PermissionFilter {
     /// Only members whose role holds this key.
-    #[param(schema_with = crate::domain::schema::fields::permission_key)]
+    #[param(schema_with = crate::http::schema::fields::permission_key)]
     permission: Option<String>,
 }
 

@@ -6,15 +6,15 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::resources::memories::{CreateMemory, Memory, UpdateMemory};
-use crate::domain::resources::routes::*;
+use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
+use crate::http::resource_routes::*;
 use crate::http::resources::{delete_resource, get_resource, list, locate};
 use crate::http::AppContext;
-use crate::workspace::Changed;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -54,7 +54,7 @@ async fn list_all(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(MEMORIES_LIST)?;
-    list::<Memory>(&ctx, &access, &req, |_| true)
+    list::<Memory>(&ctx, &access, &req, None).await
 }
 
 /// One memory.
@@ -66,7 +66,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    get_resource::<Memory>(&ctx, &access, &path.1, MEMORIES_GET)
+    get_resource::<Memory>(&ctx, &access, &path.1, MEMORIES_GET).await
 }
 
 /// Edits content or metadata; fires `memory.updated` when something changed.
@@ -79,7 +79,9 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Memory>(&ctx, &access, &path.1, MEMORIES_UPDATE)?.id();
+    let id = locate::<Memory>(&ctx, &access, &path.1, MEMORIES_UPDATE)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let apply = input.parse::<UpdateMemory>()?.validate()?;
     let updated = workspace

@@ -28,24 +28,21 @@ pub fn configure(cfg: &mut ServiceConfig) {
         (status = 401, body = Problem)))]
 #[get("/metrics")]
 async fn metrics(_: MetricsAuth, ctx: web::Data<AppContext>) -> Result<HttpResponse, ApiError> {
-    let depth = match ctx.services.delivery.dispatcher() {
-        Some(dispatcher) => dispatcher.send(GetQueueDepth).await.unwrap_or_default(),
-        None => Default::default(),
-    };
-    let storage = ctx.services.storage.clone();
-    let (outbox, storage_bytes) =
-        web::block(move || (storage.outbox_len(), storage.size_on_disk()))
-            .await
-            .map_err(ApiError::internal)?;
+    // A dispatcher that cannot answer is a failure to report, not a queue of zero.
+    let depth = ctx
+        .queue_depth
+        .send(GetQueueDepth)
+        .await
+        .map_err(ApiError::internal)?;
     let gauges = Gauges {
         ready: depth.ready as u64,
         in_flight: depth.in_flight as u64,
         scheduled: depth.scheduled as u64,
-        outbox: outbox as u64,
+        outbox: ctx.store.outbox_len().await? as u64,
         org_actors: ctx.registry.live_actors() as u64,
-        storage_bytes,
+        storage_bytes: ctx.store.size_on_disk().await?,
     };
-    let text = ctx.services.delivery.metrics().render(gauges);
+    let text = ctx.metrics.render(gauges);
     Ok(HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, PROMETHEUS_TEXT))
         .body(text))

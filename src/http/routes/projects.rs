@@ -6,15 +6,15 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::resources::projects::{CreateProject, Project, UpdateProject};
-use crate::domain::resources::routes::*;
+use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
+use crate::http::resource_routes::*;
 use crate::http::resources::{delete_resource, get_resource, list, locate};
 use crate::http::AppContext;
-use crate::workspace::Changed;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -54,7 +54,7 @@ async fn list_all(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(PROJECTS_LIST)?;
-    list::<Project>(&ctx, &access, &req, |_| true)
+    list::<Project>(&ctx, &access, &req, None).await
 }
 
 /// One project.
@@ -66,7 +66,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    get_resource::<Project>(&ctx, &access, &path.1, PROJECTS_GET)
+    get_resource::<Project>(&ctx, &access, &path.1, PROJECTS_GET).await
 }
 
 /// Renames a project or changes its repository.
@@ -79,7 +79,9 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Project>(&ctx, &access, &path.1, PROJECTS_UPDATE)?.id();
+    let id = locate::<Project>(&ctx, &access, &path.1, PROJECTS_UPDATE)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let apply = input.parse::<UpdateProject>()?.validate()?;
     let updated = workspace.edit(id, |p: &Project| Ok(apply(p)), None).await?;

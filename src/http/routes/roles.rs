@@ -36,16 +36,16 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[allow(dead_code)]
 pub struct CreateRole {
     /// 1..=64 characters after trimming; unique case-insensitively.
-    #[schema(schema_with = crate::domain::schema::fields::role_name)]
+    #[schema(schema_with = crate::http::schema::fields::role_name)]
     name: String,
     /// At most 500 characters.
-    #[schema(schema_with = crate::domain::schema::fields::role_description)]
+    #[schema(schema_with = crate::http::schema::fields::role_description)]
     description: Option<String>,
     /// Permission keys.
-    #[schema(schema_with = crate::domain::schema::fields::permission_keys)]
+    #[schema(schema_with = crate::http::schema::fields::permission_keys)]
     permissions: Option<Vec<String>>,
     /// Adds every key of this role of the same organization.
-    #[schema(schema_with = crate::domain::schema::fields::role_id)]
+    #[schema(schema_with = crate::http::schema::fields::role_id)]
     copy_permissions_from: Option<String>,
 }
 
@@ -55,13 +55,13 @@ pub struct CreateRole {
 #[allow(dead_code)]
 pub struct UpdateRole {
     /// New name.
-    #[schema(schema_with = crate::domain::schema::fields::role_name)]
+    #[schema(schema_with = crate::http::schema::fields::role_name)]
     name: Option<String>,
     /// New description.
-    #[schema(schema_with = crate::domain::schema::fields::role_description)]
+    #[schema(schema_with = crate::http::schema::fields::role_description)]
     description: Option<String>,
     /// The complete new set of permission keys.
-    #[schema(schema_with = crate::domain::schema::fields::permission_keys)]
+    #[schema(schema_with = crate::http::schema::fields::permission_keys)]
     permissions: Option<Vec<String>>,
 }
 

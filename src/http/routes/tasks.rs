@@ -6,18 +6,18 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use crate::domain::error::{ApiError, Reference};
 use crate::domain::event::EventKind;
 use crate::domain::resources::projects::Project;
-use crate::domain::resources::routes::*;
 use crate::domain::resources::tasks::{CreateTask, Task, TaskStatus, UpdateTask};
+use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
+use crate::http::resource_routes::*;
 use crate::http::resources::{delete_resource, get_resource, list, locate};
 use crate::http::AppContext;
 use crate::ids::ResourceId;
 use crate::time::Timestamp;
-use crate::workspace::Changed;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -47,9 +47,12 @@ async fn create(
         // A reference is checked after the body is valid (400 before 422).
         let id = ResourceId::parse(&raw)
             .ok_or_else(|| ApiError::invalid("project_id", "must be a project id (UUID)"))?;
-        workspace
-            .get::<Project>(id)
-            .map_err(|_| ApiError::UnknownReference(Reference::Project, "project_id"))?;
+        match workspace.get::<Project>(id).await {
+            Err(ApiError::NotFound(_)) => {
+                return Err(ApiError::UnknownReference(Reference::Project, "project_id"))
+            }
+            found => found?,
+        };
         task.project_id = Some(id);
     }
     let created = workspace
@@ -69,7 +72,7 @@ async fn list_all(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(TASKS_LIST)?;
-    list::<Task>(&ctx, &access, &req, |_| true)
+    list::<Task>(&ctx, &access, &req, None).await
 }
 
 /// One task.
@@ -81,7 +84,7 @@ async fn get_one(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    get_resource::<Task>(&ctx, &access, &path.1, TASKS_GET)
+    get_resource::<Task>(&ctx, &access, &path.1, TASKS_GET).await
 }
 
 /// Edits title, description or status (adjacent moves only); a status move fires
@@ -96,7 +99,9 @@ async fn update(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let id = locate::<Task>(&ctx, &access, &path.1, TASKS_UPDATE)?.id();
+    let id = locate::<Task>(&ctx, &access, &path.1, TASKS_UPDATE)
+        .await?
+        .id();
     let workspace = access.workspace(&ctx);
     let patch = input.parse::<UpdateTask>()?.validate()?;
     let updated = workspace

@@ -6,21 +6,22 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::actors::messages::{Enqueue, OrgCommand};
+use crate::actors::messages::{AppendLog, OrgCommand};
+use crate::commit::Commit;
+use crate::domain::change::Write;
 use crate::domain::delivery::{Job, LogRecord, LogView, Outcome};
 use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::permissions::Permission;
-use crate::domain::webhook::{EventSet, WebhookView};
+use crate::domain::webhook::{EventSet, PassedTest, WebhookView};
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{encode_cursor, ListQuery, Page};
 use crate::http::problem::Problem;
 use crate::http::{path_id, AppContext};
 use crate::ids::{DeliveryId, LogId, TestId};
-use crate::storage::Write;
-use crate::time::Timestamp;
-use crate::webhooks::preflight::{send_preflight, PassedTest};
+use crate::storage::LogFilter;
+use crate::webhooks::preflight::send_preflight;
 use crate::webhooks::signing::new_secret;
 use crate::webhooks::url::parse_url;
 
@@ -40,10 +41,10 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[serde(deny_unknown_fields)]
 pub struct TestWebhook {
     /// The endpoint to test (https unless the operator allows http).
-    #[schema(schema_with = crate::domain::schema::fields::webhook_url)]
+    #[schema(schema_with = crate::http::schema::fields::webhook_url)]
     url: String,
     /// Event ids to subscribe when saved.
-    #[schema(schema_with = crate::domain::schema::fields::event_ids)]
+    #[schema(schema_with = crate::http::schema::fields::event_ids)]
     events: Vec<String>,
 }
 
@@ -72,7 +73,7 @@ pub struct TestResult {
 #[serde(deny_unknown_fields)]
 pub struct SaveWebhook {
     /// A passed test of the last 15 minutes, not used before.
-    #[schema(schema_with = crate::domain::schema::fields::test_id)]
+    #[schema(schema_with = crate::http::schema::fields::test_id)]
     test_id: String,
 }
 
@@ -118,8 +119,7 @@ async fn test_webhook(
     access.require(Permission::SettingsManage)?;
     let body: TestWebhook = input.parse()?;
     let events = EventSet::parse(&body.events)?;
-    let services = &ctx.services;
-    let url = parse_url(&body.url, services.client.policy)
+    let url = parse_url(&body.url, ctx.client.policy)
         .map_err(|refused| ApiError::InvalidUrl(refused.0))?;
     // First setup signs with a fresh candidate (revealed if the test passes);
     // a configured endpoint is tested with its current secret.
@@ -131,8 +131,11 @@ async fn test_webhook(
         }
     };
     let test_id = TestId::generate();
-    let outcome = send_preflight(services, access.org_id(), &url, events, &secret, test_id).await;
-    if outcome.succeeded {
+    let (outcome, record) =
+        send_preflight(&ctx.client, access.org_id(), &url, events, &secret, test_id).await?;
+    ctx.log.do_send(AppendLog { record, job: None });
+    let passed = outcome.succeeded();
+    if passed {
         let test = PassedTest {
             organization_id: access.org_id(),
             url: url.as_str().to_owned(),
@@ -140,18 +143,16 @@ async fn test_webhook(
             candidate_secret: candidate.clone(),
             passed_at: std::time::Instant::now(),
         };
-        services.tests.insert(test_id, test);
+        ctx.tests.insert(test_id, test);
     }
     let result = TestResult {
-        passed: outcome.succeeded,
+        passed,
         test_id,
-        status_code: outcome.status,
-        latency_ms: outcome.latency_ms,
-        response_body: outcome.body,
-        error: outcome.error,
-        secret: candidate
-            .filter(|_| outcome.succeeded)
-            .map(|s| s.expose().to_owned()),
+        status_code: outcome.status(),
+        latency_ms: outcome.latency_ms(),
+        response_body: outcome.body().map(str::to_owned),
+        error: outcome.error(),
+        secret: candidate.filter(|_| passed).map(|s| s.expose().to_owned()),
     };
     Ok(HttpResponse::Ok().json(result))
 }
@@ -175,11 +176,7 @@ async fn save_webhook(
     );
     let test_id = TestId::parse(&body.test_id)
         .ok_or_else(|| ApiError::invalid("test_id", "must be a test id (UUID)"))?;
-    let test = ctx
-        .services
-        .tests
-        .take(access.org_id(), test_id)
-        .ok_or(required)?;
+    let test = ctx.tests.take(access.org_id(), test_id).ok_or(required)?;
     ctx.run_command(&access, &req, OrgCommand::SaveWebhook(test), StatusCode::OK)
         .await
 }
@@ -222,7 +219,7 @@ async fn delete_webhook(
 #[allow(dead_code)]
 struct DeliveryFilter {
     /// Only records of this event.
-    #[param(schema_with = crate::domain::schema::fields::event_id)]
+    #[param(schema_with = crate::http::schema::fields::event_id)]
     event: Option<String>,
     /// Only records with this outcome.
     outcome: Option<crate::domain::delivery::Outcome>,
@@ -263,19 +260,22 @@ async fn list_deliveries(
             ))
         }
     };
-    let (records, more) = ctx.services.storage.delivery_log_page(
-        access.org_id(),
-        before,
-        query.limit_or_default(),
-        |r| event.is_none_or(|e| r.event == e) && outcome.is_none_or(|o| r.outcome == o),
-    )?;
-    let next_cursor = if more {
-        records.last().map(|r| encode_cursor(r.id.as_bytes()))
+    let filter = LogFilter {
+        event,
+        outcome,
+        delivery: None,
+    };
+    let page = ctx
+        .store
+        .delivery_log_page(access.org_id(), before, query.limit_or_default(), filter)
+        .await?;
+    let next_cursor = if page.more {
+        page.items.last().map(|r| encode_cursor(r.id.as_bytes()))
     } else {
         None
     };
     Ok(HttpResponse::Ok().json(Page {
-        items: records.iter().map(LogRecord::view).collect(),
+        items: page.items.iter().map(LogRecord::view).collect(),
         next_cursor,
     }))
 }
@@ -292,31 +292,18 @@ async fn redeliver(
 ) -> Result<HttpResponse, ApiError> {
     let delivery = path_id(&path.1, "delivery", DeliveryId::parse)?;
     let record = ctx
-        .services
-        .storage
-        .find_delivery(access.org_id(), delivery)?
+        .store
+        .find_delivery(access.org_id(), delivery)
+        .await?
         .ok_or(ApiError::NotFound("delivery"))?;
     access.require(Permission::SettingsManage)?;
     if access.state.webhook.is_none() {
         return Err(ApiError::NotFound("webhook"));
     }
-    let now = Timestamp::now();
-    let job = Job {
-        delivery_id: DeliveryId::generate(),
-        organization_id: access.org_id(),
-        event: record.event,
-        body: record.envelope,
-        attempts_made: 0,
-        due_at: now,
-        created_at: now,
-    };
-    ctx.services
-        .storage
-        .commit_durably(vec![Write::PutJob(job.clone())])
-        .await?;
+    let job = Job::redelivery(&record);
     let delivery_id = job.delivery_id;
-    if let Some(dispatcher) = ctx.services.delivery.dispatcher() {
-        dispatcher.do_send(Enqueue(vec![job]));
-    }
+    ctx.commit
+        .commit(Commit::writes(vec![Write::PutJob(job)]))
+        .await?;
     Ok(HttpResponse::Accepted().json(Redelivery { delivery_id }))
 }

@@ -1,6 +1,7 @@
 //! The in-memory directory of organization snapshots that every request
-//! reads. Only an organization's actor replaces its snapshot, and it does so
-//! before answering, so a change is visible to the very next request.
+//! reads. Only the commit path replaces a snapshot, once the change that
+//! made it is durable and before it is answered, so a change is visible to
+//! the very next request.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};

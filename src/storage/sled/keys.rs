@@ -2,10 +2,10 @@
 //! organization's id where there is one, so per-org scans are prefix scans
 //! and no lookup can cross organizations by accident.
 
+use crate::domain::resources::ResourceKind;
 use crate::ids::{AuditId, LogId, OrgId, ResourceId, RoleId, TokenId, UserId};
 
-/// Every tree, with its versioned name. The order is the order of the
-/// transactional views in [`super::Storage::commit`].
+/// Every tree, with its versioned name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TreeName {
     /// user id → User
@@ -107,16 +107,30 @@ pub fn delivery_log(org: OrgId, id: LogId) -> [u8; 32] {
     pair(org.as_bytes(), id.as_bytes())
 }
 
+/// The stored tag of each kind of resource: part of the key, so never
+/// changed or reused.
+pub const fn kind_tag(kind: ResourceKind) -> u8 {
+    match kind {
+        ResourceKind::Decision => 1,
+        ResourceKind::Task => 2,
+        ResourceKind::Memory => 3,
+        ResourceKind::Capsule => 4,
+        ResourceKind::Project => 5,
+        ResourceKind::Import => 6,
+        ResourceKind::Analysis => 7,
+    }
+}
+
 /// The key prefix of `org`'s resources of one kind.
-pub fn resource_prefix(org: OrgId, kind: u8) -> [u8; 17] {
+pub fn resource_prefix(org: OrgId, kind: ResourceKind) -> [u8; 17] {
     let mut key = [0u8; 17];
     key[..16].copy_from_slice(org.as_bytes());
-    key[16] = kind;
+    key[16] = kind_tag(kind);
     key
 }
 
 /// Key of a workspace resource.
-pub fn resource(org: OrgId, kind: u8, id: ResourceId) -> [u8; 33] {
+pub fn resource(org: OrgId, kind: ResourceKind, id: ResourceId) -> [u8; 33] {
     let mut key = [0u8; 33];
     key[..17].copy_from_slice(&resource_prefix(org, kind));
     key[17..].copy_from_slice(id.as_bytes());
@@ -132,3 +146,41 @@ pub fn token_id(id: TokenId) -> [u8; 16] {
 pub const ADMIN_TOKEN_SHA256: &[u8] = b"admin_token_sha256";
 /// Meta key of the storage layout version.
 pub const LAYOUT_VERSION: &[u8] = b"layout_version";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys are the on-disk layout: a data directory written by an earlier
+    /// build must read the same.
+    #[test]
+    fn key_layouts_are_stable() {
+        let names: Vec<&str> = TreeName::ALL.iter().map(|t| t.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "users_v1",
+                "user_emails_v1",
+                "tokens_v1",
+                "token_ids_v1",
+                "orgs_v1",
+                "roles_v1",
+                "members_v1",
+                "audit_v1",
+                "meta_v1",
+                "webhooks_v1",
+                "outbox_v1",
+                "delivery_log_v1",
+                "resources_v1"
+            ]
+        );
+        let tags: Vec<u8> = ResourceKind::ALL.iter().map(|k| kind_tag(*k)).collect();
+        assert_eq!(tags, [1, 2, 3, 4, 5, 6, 7]);
+        let org = OrgId::from_slice(&[1; 16]).unwrap_or_else(OrgId::generate);
+        let id = ResourceId::from_slice(&[2; 16]).unwrap_or_else(ResourceId::generate);
+        let key = resource(org, ResourceKind::Capsule, id);
+        assert_eq!(&key[..16], &[1; 16]);
+        assert_eq!(key[16], 4);
+        assert_eq!(&key[17..], &[2; 16]);
+    }
+}

@@ -8,21 +8,17 @@ use std::time::{Duration, Instant};
 use actix_web::web::{self, Bytes};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer};
 
-use crate::secrets::Secret;
-use crate::time::Timestamp;
-use crate::webhooks::signing::service_signature;
+use rolecall::secrets::Secret;
+use rolecall::time::Timestamp;
+use rolecall::webhooks::signing::service_signature;
 
 /// One delivery as the sink saw it.
 #[derive(Clone, Debug)]
 pub struct Receipt {
     /// `X-Service-Delivery`.
     pub delivery_id: String,
-    /// `X-Service-Event`.
-    pub event: String,
     /// `data.id` of the envelope, when present.
     pub resource_id: Option<String>,
-    /// `data.organization_id`, when present.
-    pub organization_id: Option<String>,
     /// Event time → receipt, in milliseconds (same machine clock).
     pub latency_ms: i64,
     /// When it arrived.
@@ -52,14 +48,6 @@ impl SinkState {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    /// How many receipts arrived so far.
-    pub fn count(&self) -> usize {
-        self.receipts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
     }
 
     /// Deliveries whose signature did not verify.
@@ -129,9 +117,7 @@ async fn receive(
         .unwrap_or(Timestamp::now());
     let receipt = Receipt {
         delivery_id: header(&req, "X-Service-Delivery").to_owned(),
-        event,
         resource_id: data["id"].as_str().map(str::to_owned),
-        organization_id,
         latency_ms: Timestamp::now().millis() - occurred.millis(),
         at: Instant::now(),
     };

@@ -20,10 +20,14 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::{commit_to, StorageError, Write};
+use super::write::commit_to;
+use crate::domain::change::Write;
+use crate::storage::StoreError;
 
-type FlushWaiter = oneshot::Sender<Result<(), String>>;
-type CommitWaiter = oneshot::Sender<Result<Vec<Write>, StorageError>>;
+/// Why a flush failed: one cause shared by every writer of the round.
+type FlushFailure = Arc<dyn std::error::Error + Send + Sync>;
+type FlushWaiter = oneshot::Sender<Result<(), FlushFailure>>;
+type CommitWaiter = oneshot::Sender<Result<Vec<Write>, StoreError>>;
 
 enum Request {
     /// Make everything committed so far durable.
@@ -43,7 +47,11 @@ pub struct GroupCommit {
 impl GroupCommit {
     /// Starts the committing thread for `db` and its `trees`. It ends when
     /// every handle is dropped.
-    pub fn start(db: sled::Db, trees: Vec<sled::Tree>, window: Duration) -> std::io::Result<Self> {
+    pub fn start(
+        db: ::sled::Db,
+        trees: Vec<::sled::Tree>,
+        window: Duration,
+    ) -> std::io::Result<Self> {
         let (requests, inbox) = mpsc::channel::<Request>();
         let thread = thread::Builder::new()
             .name("rolecall-commit".into())
@@ -74,33 +82,29 @@ impl GroupCommit {
     }
 
     /// Resolves once everything committed before this call is on disk.
-    pub async fn durable(&self) -> Result<(), StorageError> {
+    pub async fn durable(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.requests
             .send(Request::Durable(tx))
-            .map_err(|_| stopped())?;
+            .map_err(|_| StoreError::Closed)?;
         rx.await
-            .map_err(|_| stopped())?
-            .map_err(StorageError::Flush)
+            .map_err(|_| StoreError::Closed)?
+            .map_err(StoreError::Flush)
     }
 
     /// Commits `writes` atomically (in a transaction shared with other
     /// callers' writes) and makes them durable; gives them back.
-    pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StorageError> {
+    pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
         let (tx, rx) = oneshot::channel();
         self.requests
             .send(Request::Commit(writes, tx))
-            .map_err(|_| stopped())?;
-        rx.await.map_err(|_| stopped())?
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
     }
 }
 
-fn stopped() -> StorageError {
-    StorageError::Flush("the commit thread has stopped".into())
-}
-
 /// One round: every commit in one transaction, one flush, then the answers.
-fn run_round(db: &sled::Db, trees: &[sled::Tree], round: Vec<Request>) {
+fn run_round(db: &::sled::Db, trees: &[::sled::Tree], round: Vec<Request>) {
     let mut flush_waiters = Vec::new();
     let mut commits = Vec::new();
     for request in round {
@@ -110,14 +114,17 @@ fn run_round(db: &sled::Db, trees: &[sled::Tree], round: Vec<Request>) {
         }
     }
     let committed = commit_all(trees, &commits);
-    let flushed = db.flush().map(|_| ()).map_err(|err| err.to_string());
+    let flushed = db
+        .flush()
+        .map(|_| ())
+        .map_err(|err| -> FlushFailure { Arc::new(err) });
     if let Err(err) = &flushed {
         tracing::error!(error = %err, "storage flush failed");
     }
     for ((writes, waiter), result) in commits.into_iter().zip(committed) {
         let answer = match (result, &flushed) {
             (Err(err), _) => Err(err),
-            (Ok(()), Err(err)) => Err(StorageError::Flush(err.clone())),
+            (Ok(()), Err(err)) => Err(StoreError::Flush(err.clone())),
             (Ok(()), Ok(())) => Ok(writes),
         };
         let _ = waiter.send(answer);
@@ -131,9 +138,9 @@ fn run_round(db: &sled::Db, trees: &[sled::Tree], round: Vec<Request>) {
 /// request broke a rule), each request is committed on its own instead, so
 /// only the offending one fails.
 fn commit_all(
-    trees: &[sled::Tree],
+    trees: &[::sled::Tree],
     commits: &[(Vec<Write>, CommitWaiter)],
-) -> Vec<Result<(), StorageError>> {
+) -> Vec<Result<(), StoreError>> {
     let together = commits.iter().flat_map(|(writes, _)| writes.iter());
     match commit_to(trees, together) {
         Ok(()) => commits.iter().map(|_| Ok(())).collect(),

@@ -7,7 +7,7 @@ use actix_web::web::Bytes;
 use serde_json::{json, Value};
 
 use crate::load::sink::SinkState;
-use crate::secrets::Secret;
+use rolecall::secrets::Secret;
 
 /// A rolecall server and a client for it.
 pub struct Target {
@@ -180,7 +180,7 @@ impl Target {
         sink_url: &str,
         sink: &SinkState,
     ) -> Result<Fixture, String> {
-        let tag = crate::ids::new_v7().simple().to_string();
+        let tag = rolecall::ids::new_v7().simple().to_string();
         let (owner, owner_token) = self
             .user_with_token(&format!("load-owner-{tag}@example.test"))
             .await?;

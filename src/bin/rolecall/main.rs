@@ -1,10 +1,15 @@
-//! The `rolecall` binary: parses the command line and runs the library.
+//! The `rolecall` binary: the server, and the operator tools built on the
+//! library but not part of it (the admin CLI, the load tool).
 #![forbid(unsafe_code)]
+
+mod admin_cli;
+mod cli;
+mod load;
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use rolecall::cli::{Cli, Command};
+use cli::{Cli, Command};
 use rolecall::config::Config;
 use rolecall::startup::Application;
 
@@ -12,7 +17,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => serve(config.as_deref()),
-        Command::Admin(args) => match rolecall::admin_cli::run(args) {
+        Command::Admin(args) => match admin_cli::run(args) {
             Ok(output) => {
                 if !output.is_empty() {
                     println!("{output}");
@@ -24,7 +29,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Load(args) => match rolecall::load::run(args) {
+        Command::Load(args) => match load::run(args) {
             Ok(_) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("rolecall load: {err}");

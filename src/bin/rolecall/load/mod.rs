@@ -23,7 +23,7 @@ use crate::load::scenarios::{baseline_server, burst, print_burst, print_read, re
 use crate::load::server::ServerProcess;
 use crate::load::sink::SinkState;
 use crate::load::target::Target;
-use crate::secrets::new_token;
+use rolecall::secrets::new_token;
 
 /// What to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -208,7 +208,7 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
 fn run_startup(args: &LoadArgs) -> Result<Value, String> {
     let dir = std::env::temp_dir().join(format!(
         "rolecall-startup-{}",
-        crate::ids::new_v7().simple()
+        rolecall::ids::new_v7().simple()
     ));
     let seeding = std::time::Instant::now();
     startup::seed(&dir, args.seed_orgs, args.seed_pending)?;
@@ -244,7 +244,10 @@ fn run_startup(args: &LoadArgs) -> Result<Value, String> {
 /// the same load. Answers the server and its admin token.
 fn start_server() -> Result<(ServerProcess, String), String> {
     let admin = new_token().expose().to_owned();
-    let dir = std::env::temp_dir().join(format!("rolecall-load-{}", crate::ids::new_v7().simple()));
+    let dir = std::env::temp_dir().join(format!(
+        "rolecall-load-{}",
+        rolecall::ids::new_v7().simple()
+    ));
     let defaults = [
         ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
         ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),

@@ -4,36 +4,48 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::storage::StorageError;
+use crate::storage::StoreError;
 
 /// The version byte of values written by this build.
 const VERSION: u8 = 1;
 
+/// Why a stored value could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum Malformed {
+    /// The value is empty.
+    #[error("empty value")]
+    Empty,
+    /// The version byte is not one this build reads.
+    #[error("unknown value version {0}")]
+    Version(u8),
+    /// Bytes were left after the value.
+    #[error("trailing bytes after value")]
+    Trailing,
+}
+
 /// Encodes a value for storage.
-pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StorageError> {
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreError> {
     let mut bytes = vec![VERSION];
     let body = bincode::serde::encode_to_vec(value, bincode::config::standard())
-        .map_err(|err| StorageError::Codec(err.to_string()))?;
+        .map_err(StoreError::codec)?;
     bytes.extend_from_slice(&body);
     Ok(bytes)
 }
 
 /// Decodes a stored value, refusing unknown versions and trailing bytes.
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StorageError> {
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     match bytes.split_first() {
         Some((&VERSION, body)) => {
             let (value, used) =
                 bincode::serde::decode_from_slice(body, bincode::config::standard())
-                    .map_err(|err| StorageError::Codec(err.to_string()))?;
+                    .map_err(StoreError::codec)?;
             if used != body.len() {
-                return Err(StorageError::Codec("trailing bytes after value".into()));
+                return Err(StoreError::codec(Malformed::Trailing));
             }
             Ok(value)
         }
-        Some((version, _)) => Err(StorageError::Codec(format!(
-            "unknown value version {version}"
-        ))),
-        None => Err(StorageError::Codec("empty value".into())),
+        Some((version, _)) => Err(StoreError::codec(Malformed::Version(*version))),
+        None => Err(StoreError::codec(Malformed::Empty)),
     }
 }
 
@@ -41,6 +53,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StorageError> {
 mod tests {
     use super::*;
     use crate::domain::permissions::PermissionSet;
+    use crate::domain::resources::fields::JsonObject;
     use crate::time::Timestamp;
 
     #[test]
@@ -58,5 +71,15 @@ mod tests {
         wrong[0] = 9;
         assert!(decode::<(Timestamp, PermissionSet, Option<String>)>(&wrong).is_err());
         assert!(decode::<u8>(&[]).is_err());
+    }
+
+    #[test]
+    fn json_objects_survive_the_binary_codec() {
+        let mut map = serde_json::Map::new();
+        map.insert("nested".into(), serde_json::json!({"a": [1, 2, null]}));
+        let value = JsonObject(map);
+        let bytes = encode(&value).unwrap_or_default();
+        let back: Option<JsonObject> = decode(&bytes).ok();
+        assert_eq!(back, Some(value));
     }
 }

@@ -1,0 +1,323 @@
+//! The commit path: the one way a change becomes durable, visible and
+//! delivered. Nothing else calls the store's write operations.
+//!
+//! Every change, in order:
+//! 1. its writes are committed in one transaction (rows, audit record,
+//!    outbox jobs and skipped-delivery records together);
+//! 2. the commit is durable (group commit and fsync on sled);
+//! 3. the new organization snapshot, and any account change, is published
+//!    to the in-memory views, so the very next request sees it;
+//! 4. its new deliveries are handed to the dispatcher, never before they
+//!    are durable, and an endpoint removal drops the queued ones.
+//!
+//! A step that fails stops the path there: nothing is published or handed
+//! on for a change that was not recorded. Delivery results take a shorter
+//! path ([`CommitPath::record_attempts`]): nobody waits on them, nothing is
+//! published, and they become durable with the next flush.
+
+use std::sync::Arc;
+
+use crate::domain::change::Write;
+use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::org_state::{Edit, OrgState};
+use crate::domain::resources::Resource;
+use crate::ids::{OrgId, ResourceId};
+use crate::state::accounts::AccountTable;
+use crate::state::directory::Directory;
+use crate::storage::{Store, StoreError};
+
+/// Where committed deliveries go: the dispatcher, and the delivery log's
+/// bookkeeping. Implemented by the delivery actors.
+pub trait Deliveries: Send + Sync {
+    /// New deliveries, now durable: schedule them.
+    fn enqueue(&self, jobs: Vec<Job>);
+    /// The endpoint of `org` was removed: drop its queued deliveries.
+    fn endpoint_removed(&self, org: OrgId);
+    /// Delivery-log records a change wrote (skipped events): count them,
+    /// and consider their logs for pruning.
+    fn logged(&self, records: &[&LogRecord]);
+}
+
+/// No dispatcher: deliveries stay in the outbox for a server to load.
+struct Undelivered;
+
+impl Deliveries for Undelivered {
+    fn enqueue(&self, _: Vec<Job>) {}
+    fn endpoint_removed(&self, _: OrgId) {}
+    fn logged(&self, _: &[&LogRecord]) {}
+}
+
+/// A change to commit.
+pub struct Commit {
+    /// Its writes, applied in one transaction.
+    pub writes: Vec<Write>,
+    /// The organization snapshot it makes, published once durable.
+    pub snapshot: Option<Arc<OrgState>>,
+}
+
+impl Commit {
+    /// A change of these writes that makes no new organization snapshot.
+    pub fn writes(writes: Vec<Write>) -> Self {
+        Commit {
+            writes,
+            snapshot: None,
+        }
+    }
+}
+
+/// The commit path and the views it publishes to.
+pub struct CommitPath {
+    store: Store,
+    directory: Arc<Directory>,
+    accounts: Arc<AccountTable>,
+    deliveries: Arc<dyn Deliveries>,
+}
+
+impl CommitPath {
+    /// A commit path writing to `store`, publishing to `directory` and
+    /// `accounts`, and handing deliveries to `deliveries`.
+    pub fn new(
+        store: Store,
+        directory: Arc<Directory>,
+        accounts: Arc<AccountTable>,
+        deliveries: Arc<dyn Deliveries>,
+    ) -> Self {
+        CommitPath {
+            store,
+            directory,
+            accounts,
+            deliveries,
+        }
+    }
+
+    /// A commit path for a tool that writes a data directory no server is
+    /// serving (the load tool's seeding): its views are its own, and no
+    /// dispatcher is there to take deliveries, which wait in the outbox.
+    pub fn offline(store: Store) -> Self {
+        CommitPath::new(
+            store,
+            Arc::new(Directory::default()),
+            Arc::new(AccountTable::default()),
+            Arc::new(Undelivered),
+        )
+    }
+
+    /// Commits `change`: one transaction, durable, published, delivered.
+    pub async fn commit(&self, change: Commit) -> Result<(), StoreError> {
+        let writes = self.store.commit(change.writes).await?;
+        self.published(&writes, change.snapshot);
+        Ok(())
+    }
+
+    /// Reads one of `org`'s resources and commits what `decide` makes of
+    /// it, in one transaction (concurrent changes of one resource cannot
+    /// both succeed); durable and delivered before it returns. `decide` may
+    /// run more than once, so it must not have effects.
+    pub async fn update_resource<T, R, E>(
+        &self,
+        org: OrgId,
+        id: ResourceId,
+        decide: impl Fn(Option<T>) -> Result<(Vec<Write>, R), E>,
+    ) -> Result<R, E>
+    where
+        T: Resource,
+        E: From<StoreError>,
+    {
+        let (writes, outcome) = self.store.update_resource(org, id, decide).await?;
+        if !writes.is_empty() {
+            self.store.durable().await?;
+            self.published(&writes, None);
+        }
+        Ok(outcome)
+    }
+
+    /// Records delivery results (log records and the outbox updates they
+    /// imply) in one transaction of their own. They become durable with
+    /// the next flush: until then a crash only repeats an attempt, which
+    /// at-least-once delivery allows. Gives the writes back.
+    pub async fn record_attempts(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
+        self.store.append(writes).await
+    }
+
+    /// Deletes all but the newest `keep` records of `org`'s delivery log;
+    /// returns how many remain.
+    pub async fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StoreError> {
+        self.store.prune_delivery_log(org, keep).await
+    }
+
+    /// Deletes the `count` oldest records of `org`'s delivery log; returns
+    /// how many it deleted.
+    pub async fn trim_delivery_log(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
+        self.store.trim_delivery_log(org, count).await
+    }
+
+    /// Steps 3 and 4, for a durable change.
+    fn published(&self, writes: &[Write], snapshot: Option<Arc<OrgState>>) {
+        if let Some(snapshot) = snapshot {
+            self.directory.publish(snapshot);
+        }
+        self.accounts.apply(writes);
+        let mut jobs = Vec::new();
+        let mut logged = Vec::new();
+        for write in writes {
+            match write {
+                Write::PutJob(job) => jobs.push(job.clone()),
+                Write::Log(record) => logged.push(record),
+                Write::Edit(Edit::DeleteWebhook(org)) => self.deliveries.endpoint_removed(*org),
+                _ => {}
+            }
+        }
+        if !logged.is_empty() {
+            self.deliveries.logged(&logged);
+        }
+        if !jobs.is_empty() {
+            self.deliveries.enqueue(jobs);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::domain::commands::roles::system_roles;
+    use crate::domain::event::EventKind;
+    use crate::domain::organization::{Organization, Plan};
+    use crate::storage::Tuning;
+    use crate::time::Timestamp;
+
+    /// Records, when deliveries are handed on, what a reader could see.
+    struct Witness {
+        store: Store,
+        directory: Arc<Directory>,
+        org: OrgId,
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl Deliveries for Witness {
+        fn enqueue(&self, jobs: Vec<Job>) {
+            let Store::Sled(sled) = &self.store;
+            let stored = sled.load().map(|loaded| loaded.jobs).unwrap_or_default();
+            let published = self
+                .directory
+                .get(self.org)
+                .is_some_and(|state| state.org.name == "Renamed");
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            for job in jobs {
+                seen.push(format!(
+                    "enqueue: stored {}, published {published}",
+                    stored.contains(&job)
+                ));
+            }
+        }
+        fn endpoint_removed(&self, _: OrgId) {}
+        fn logged(&self, _: &[&LogRecord]) {}
+    }
+
+    fn organization(now: Timestamp) -> (OrgState, Vec<Write>) {
+        let org = Organization {
+            id: OrgId::generate(),
+            name: "Acme".into(),
+            plan: Plan::Free,
+            created_at: now,
+            updated_at: now,
+        };
+        let (owner, member) = system_roles(org.id, now);
+        let writes = vec![
+            Write::Edit(Edit::PutRole(owner.clone())),
+            Write::Edit(Edit::PutRole(member.clone())),
+            Write::Edit(Edit::PutOrg(org.clone())),
+        ];
+        (
+            OrgState::new(org, vec![owner, member], vec![], None),
+            writes,
+        )
+    }
+
+    #[test]
+    fn a_change_is_durable_then_published_then_delivered_and_a_refused_one_goes_nowhere() {
+        let Ok(dir) = tempfile::tempdir() else {
+            panic!("no temp dir")
+        };
+        let Ok(store) = Store::open_sled(dir.path(), Tuning::default()) else {
+            panic!("storage did not open")
+        };
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            panic!("no runtime")
+        };
+        let now = Timestamp::now();
+        let (state, writes) = organization(now);
+        let directory = Arc::new(Directory::new(vec![]));
+        let witness = Arc::new(Witness {
+            store: store.clone(),
+            directory: directory.clone(),
+            org: state.id(),
+            seen: Mutex::new(Vec::new()),
+        });
+        let path = CommitPath::new(
+            store.clone(),
+            directory.clone(),
+            Arc::new(AccountTable::default()),
+            witness.clone(),
+        );
+        let created = runtime.block_on(path.commit(Commit {
+            writes,
+            snapshot: Some(Arc::new(state.clone())),
+        }));
+        assert!(created.is_ok(), "{created:?}");
+
+        // A rename that also queues a delivery.
+        let mut renamed = state.org.clone();
+        renamed.name = "Renamed".into();
+        let edits = [Edit::PutOrg(renamed)];
+        let next = Arc::new(state.apply(&edits));
+        let job = Job::new(state.id(), EventKind::MemberAdded, b"{}".to_vec());
+        let change = Commit {
+            writes: vec![Write::Edit(edits[0].clone()), Write::PutJob(job)],
+            snapshot: Some(next),
+        };
+        assert!(runtime.block_on(path.commit(change)).is_ok());
+        let seen = witness.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(seen, ["enqueue: stored true, published true"]);
+
+        // A change storage refuses (deleting Member) publishes and queues nothing.
+        let member = state
+            .roles
+            .values()
+            .find(|r| r.is_system && !r.is_immutable);
+        let Some(member) = member else {
+            panic!("no Member role")
+        };
+        let mut refused_name = state.org.clone();
+        refused_name.name = "Refused".into();
+        let refused_edits = [
+            Edit::PutOrg(refused_name),
+            Edit::DeleteRole(state.id(), member.id),
+        ];
+        let refused_job = Job::new(state.id(), EventKind::MemberAdded, b"{}".to_vec());
+        let refused = Commit {
+            writes: refused_edits
+                .iter()
+                .cloned()
+                .map(Write::Edit)
+                .chain([Write::PutJob(refused_job.clone())])
+                .collect(),
+            snapshot: Some(Arc::new(state.apply(&refused_edits))),
+        };
+        let result = runtime.block_on(path.commit(refused));
+        assert!(matches!(result, Err(StoreError::SystemRole)), "{result:?}");
+        let name = directory.get(state.id()).map(|s| s.org.name.clone());
+        assert_eq!(name.as_deref(), Some("Renamed"), "nothing published");
+        let seen = witness.seen.lock().map(|s| s.len()).unwrap_or_default();
+        assert_eq!(seen, 1, "nothing handed to the dispatcher");
+        let stored = runtime
+            .block_on(store.load())
+            .map(|l| l.jobs)
+            .unwrap_or_default();
+        assert!(!stored.contains(&refused_job), "nothing stored");
+    }
+}

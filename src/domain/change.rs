@@ -1,0 +1,50 @@
+//! What a change writes, as domain values. Every change, whatever made it
+//! (an organization command, a resource change, the admin API, a delivery
+//! result), is a list of [`Write`]s that the commit path hands to the
+//! storage engine in one transaction; the engine alone knows the rows, keys
+//! and encodings they become.
+
+use crate::domain::audit::AuditRecord;
+use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::org_state::Edit;
+use crate::domain::resources::{AnyResource, ResourceKind};
+use crate::domain::user::{TokenRecord, User};
+use crate::ids::{DeliveryId, OrgId, ResourceId};
+
+/// One write of a change.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// An organization-state edit (the organization, a role, a membership,
+    /// the webhook endpoint): applied to storage and to the snapshot alike.
+    Edit(Edit),
+    /// Insert a user.
+    PutUser(User),
+    /// Insert a token record.
+    PutToken(TokenRecord),
+    /// Remove a token record.
+    DeleteToken(TokenRecord),
+    /// Append an audit record.
+    Audit(AuditRecord),
+    /// Insert or replace a delivery waiting for its next attempt.
+    PutJob(Job),
+    /// Remove a finished delivery.
+    DeleteJob(DeliveryId),
+    /// Append a delivery-log record.
+    Log(LogRecord),
+    /// Insert or replace a workspace resource of an organization.
+    PutResource(OrgId, AnyResource),
+    /// Remove a workspace resource of an organization.
+    DeleteResource(OrgId, ResourceKind, ResourceId),
+    /// Record the SHA-256 of the generated admin token.
+    AdminToken([u8; 32]),
+}
+
+impl Write {
+    /// The new delivery this write queues, if it is one.
+    pub fn new_job(&self) -> Option<&Job> {
+        match self {
+            Write::PutJob(job) if job.attempts_made == 0 => Some(job),
+            _ => None,
+        }
+    }
+}

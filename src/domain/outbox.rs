@@ -1,0 +1,30 @@
+//! The webhook outbox: how a change's events become writes of the change's
+//! own transaction. A subscribed event becomes a delivery job, an
+//! unsubscribed one a `skipped` log record, and with no endpoint configured
+//! nothing is recorded (CONTRACT §6). So no event exists for a change that
+//! did not happen, and none is lost for one that did.
+
+use crate::domain::change::Write;
+use crate::domain::delivery::{envelope, Job, LogRecord};
+use crate::domain::error::ApiError;
+use crate::domain::event::Event;
+use crate::domain::org_state::OrgState;
+
+/// The writes that record `events` for the organization in `state` (its
+/// endpoint and subscription as of the change).
+pub fn stage(state: &OrgState, events: &[Event]) -> Result<Vec<Write>, ApiError> {
+    let Some(endpoint) = &state.webhook else {
+        return Ok(Vec::new());
+    };
+    events
+        .iter()
+        .map(|event| {
+            let body = envelope(event)?;
+            Ok(if endpoint.events.contains(event.kind) {
+                Write::PutJob(Job::new(state.id(), event.kind, body))
+            } else {
+                Write::Log(LogRecord::skipped(state.id(), event.kind, body))
+            })
+        })
+        .collect()
+}

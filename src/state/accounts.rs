@@ -1,0 +1,126 @@
+//! Users and bearer tokens, in memory for per-request authentication. Global
+//! (not per organization). Only the commit path changes the table, by
+//! applying committed writes ([`AccountTable::apply`]).
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use crate::domain::change::Write;
+use crate::domain::commands::members::UserLookup;
+use crate::domain::names::fold;
+use crate::domain::user::{TokenRecord, User};
+use crate::ids::{TokenId, UserId};
+use crate::secrets::sha256;
+
+#[derive(Default)]
+struct Tables {
+    users: HashMap<UserId, User>,
+    emails: HashMap<String, UserId>,
+    /// Token SHA-256 → the token's record.
+    tokens: HashMap<[u8; 32], TokenRecord>,
+    token_ids: HashMap<TokenId, [u8; 32]>,
+}
+
+impl Tables {
+    fn put_user(&mut self, user: User) {
+        self.emails.insert(fold(&user.email), user.id);
+        self.users.insert(user.id, user);
+    }
+
+    fn put_token(&mut self, token: TokenRecord) {
+        self.token_ids.insert(token.id, token.sha256);
+        self.tokens.insert(token.sha256, token);
+    }
+
+    fn delete_token(&mut self, token: &TokenRecord) {
+        self.tokens.remove(&token.sha256);
+        self.token_ids.remove(&token.id);
+    }
+}
+
+/// The account table.
+#[derive(Default)]
+pub struct AccountTable {
+    /// A std lock, not an async one: held only for a map lookup or update.
+    tables: RwLock<Tables>,
+}
+
+impl AccountTable {
+    /// The table of stored users and tokens.
+    pub fn new(users: Vec<User>, tokens: Vec<TokenRecord>) -> Self {
+        let mut tables = Tables::default();
+        users.into_iter().for_each(|user| tables.put_user(user));
+        tokens.into_iter().for_each(|token| tables.put_token(token));
+        AccountTable {
+            tables: RwLock::new(tables),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Tables> {
+        self.tables.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The user a presented token acts as; `None` when unknown or revoked.
+    #[inline]
+    pub fn user_for_token(&self, token: &str) -> Option<UserId> {
+        let digest = sha256(token.as_bytes());
+        self.read().tokens.get(&digest).map(|t| t.user_id)
+    }
+
+    /// A user by id.
+    pub fn user(&self, id: UserId) -> Option<User> {
+        self.read().users.get(&id).cloned()
+    }
+
+    /// Whether a user has this email, compared case-insensitively.
+    pub fn email_taken(&self, email: &str) -> bool {
+        self.read().emails.contains_key(&fold(email))
+    }
+
+    /// A token's record by its id.
+    pub fn token(&self, id: TokenId) -> Option<TokenRecord> {
+        let tables = self.read();
+        let digest = tables.token_ids.get(&id)?;
+        tables.tokens.get(digest).cloned()
+    }
+
+    /// Applies the account writes of a committed change.
+    pub fn apply(&self, writes: &[Write]) {
+        let mut accounts = writes
+            .iter()
+            .filter(|w| {
+                matches!(
+                    w,
+                    Write::PutUser(_) | Write::PutToken(_) | Write::DeleteToken(_)
+                )
+            })
+            .peekable();
+        if accounts.peek().is_none() {
+            return;
+        }
+        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        for write in accounts {
+            match write {
+                Write::PutUser(user) => tables.put_user(user.clone()),
+                Write::PutToken(token) => tables.put_token(token.clone()),
+                Write::DeleteToken(token) => tables.delete_token(token),
+                _ => {}
+            }
+        }
+    }
+}
+
+impl UserLookup for AccountTable {
+    fn user_by_id(&self, id: UserId) -> Option<User> {
+        self.user(id)
+    }
+
+    fn user_by_email(&self, folded_email: &str) -> Option<User> {
+        let tables = self.read();
+        tables
+            .emails
+            .get(folded_email)
+            .and_then(|id| tables.users.get(id))
+            .cloned()
+    }
+}

@@ -1,0 +1,571 @@
+//! The embedded engine: sled, with bincode values. The only code that knows
+//! either.
+//!
+//! Writes reach it in two ways. [`SledStore::commit`] hands them to the
+//! commit thread ([`group_commit`]), which applies the writes of every
+//! request of its round in one transaction and flushes once; a
+//! read-modify-write of a resource ([`SledStore::update_resource`]) and a
+//! batch of delivery results ([`SledStore::append`]) run their own
+//! transaction on the caller's thread and ask the same thread only for the
+//! flush.
+
+pub mod codec;
+mod group_commit;
+pub mod keys;
+mod write;
+
+use std::path::Path;
+
+use ::sled::transaction::ConflictableTransactionError;
+
+use crate::domain::audit::AuditRecord;
+use crate::domain::change::Write;
+use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::member::Membership;
+use crate::domain::org_state::OrgState;
+use crate::domain::organization::Organization;
+use crate::domain::resources::Resource;
+use crate::domain::role::Role;
+use crate::domain::user::{TokenRecord, User};
+use crate::domain::webhook::WebhookEndpoint;
+use crate::ids::{AuditId, LogId, OrgId, ResourceId};
+use crate::storage::{Loaded, LogFilter, Page, StoreError};
+use codec::decode;
+use group_commit::GroupCommit;
+use keys::TreeName;
+use write::{apply, commit_to, lift, lift_read, transaction, Aborted};
+
+/// The storage layout this build reads and writes: tree names and value
+/// encodings. A change gets a new number and a migration on open.
+const LAYOUT: u8 = 1;
+
+/// Performance settings of the database.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// Page-cache size in MiB.
+    pub cache_mb: u64,
+    /// How long a flush waits to gather concurrent writers (see `group_commit`).
+    pub commit_window: std::time::Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            cache_mb: 64,
+            commit_window: std::time::Duration::from_millis(1),
+        }
+    }
+}
+
+/// The sled database, its trees and its commit thread.
+#[derive(Clone)]
+pub struct SledStore {
+    db: ::sled::Db,
+    trees: Vec<::sled::Tree>,
+    committer: GroupCommit,
+}
+
+impl SledStore {
+    /// Opens (creating if needed, mode 0700) the database in `dir`.
+    pub fn open(dir: &Path, tuning: Tuning) -> Result<Self, StoreError> {
+        create_private_dir(dir)?;
+        let db = ::sled::Config::new()
+            .path(dir.join("db"))
+            .cache_capacity(tuning.cache_mb.max(1) * 1024 * 1024)
+            .mode(::sled::Mode::HighThroughput)
+            .open()
+            .map_err(StoreError::engine)?;
+        let trees = TreeName::ALL
+            .iter()
+            .map(|t| db.open_tree(t.name()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(StoreError::engine)?;
+        let committer = GroupCommit::start(db.clone(), trees.clone(), tuning.commit_window)?;
+        let store = SledStore {
+            db,
+            trees,
+            committer,
+        };
+        let meta = store.tree(TreeName::Meta);
+        match meta
+            .get(keys::LAYOUT_VERSION)
+            .map_err(StoreError::engine)?
+            .as_deref()
+        {
+            None => {
+                meta.insert(keys::LAYOUT_VERSION, &[LAYOUT])
+                    .map_err(StoreError::engine)?;
+            }
+            Some([version]) if *version == LAYOUT => {}
+            Some(other) => {
+                return Err(StoreError::Layout {
+                    found: other.first().copied().unwrap_or(0),
+                    expected: LAYOUT,
+                })
+            }
+        }
+        Ok(store)
+    }
+
+    fn tree(&self, name: TreeName) -> &::sled::Tree {
+        &self.trees[name.index()]
+    }
+
+    /// See [`crate::storage::Store::commit`].
+    pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
+        self.committer.commit(writes).await
+    }
+
+    /// See [`crate::storage::Store::append`].
+    pub fn append(&self, writes: &[Write]) -> Result<(), StoreError> {
+        commit_to(&self.trees, writes.iter())
+    }
+
+    /// See [`crate::storage::Store::update_resource`]. The transaction covers
+    /// the resources and what a resource change records: its events' jobs
+    /// and skipped records.
+    pub fn update_resource<T, R, E>(
+        &self,
+        org: OrgId,
+        id: ResourceId,
+        decide: impl Fn(Option<T>) -> Result<(Vec<Write>, R), E>,
+    ) -> Result<(Vec<Write>, R), E>
+    where
+        T: Resource,
+        E: From<StoreError>,
+    {
+        let covered = [TreeName::Resources, TreeName::Outbox, TreeName::DeliveryLog];
+        let key = keys::resource(org, T::KIND, id);
+        transaction(&self.trees, covered, |views| {
+            let resources = views.tree(TreeName::Resources).map_err(lift)?;
+            let current = match resources.get(key.as_slice()).map_err(lift_read)? {
+                Some(bytes) => Some(
+                    decode::<T>(&bytes)
+                        .map_err(|err| ConflictableTransactionError::Abort(Aborted::Store(err)))?,
+                ),
+                None => None,
+            };
+            let (writes, outcome) = decide(current)
+                .map_err(|err| ConflictableTransactionError::Abort(Aborted::Decided(err)))?;
+            for write in &writes {
+                apply(views, write).map_err(lift)?;
+            }
+            Ok((writes, outcome))
+        })
+        .map_err(Aborted::into_error)
+    }
+
+    /// Resolves once every commit made before the call is on disk.
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        self.committer.durable().await
+    }
+
+    /// Flushes and releases the database (its file lock included).
+    pub fn close(self) -> Result<(), StoreError> {
+        self.db.flush().map_err(StoreError::engine)?;
+        let SledStore {
+            db,
+            trees,
+            committer,
+        } = self;
+        drop(trees);
+        drop(db);
+        committer.stop();
+        Ok(())
+    }
+
+    /// Unfinished deliveries in the outbox: a count of keys, off the
+    /// caller's thread.
+    pub async fn outbox_len(&self) -> Result<usize, StoreError> {
+        let outbox = self.tree(TreeName::Outbox).clone();
+        tokio::task::spawn_blocking(move || outbox.len())
+            .await
+            .map_err(StoreError::engine)
+    }
+
+    /// The database's size on disk in bytes.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.db.size_on_disk().map_err(StoreError::engine)
+    }
+
+    /// The stored admin-token hash, if any.
+    pub fn admin_token_hash(&self) -> Result<Option<[u8; 32]>, StoreError> {
+        let value = self
+            .tree(TreeName::Meta)
+            .get(keys::ADMIN_TOKEN_SHA256)
+            .map_err(StoreError::engine)?;
+        Ok(value.and_then(|v| <[u8; 32]>::try_from(v.as_ref()).ok()))
+    }
+
+    /// Reads everything the in-memory state is built from.
+    pub fn load(&self) -> Result<Loaded, StoreError> {
+        let users = self.values::<User>(TreeName::Users)?;
+        let tokens = self.values::<TokenRecord>(TreeName::Tokens)?;
+        let mut orgs = Vec::new();
+        for org in self.values::<Organization>(TreeName::Orgs)? {
+            let prefix = org.id.as_bytes().to_vec();
+            let roles = self.prefixed::<Role>(TreeName::Roles, &prefix)?;
+            let members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
+            let webhook = match self
+                .tree(TreeName::Webhooks)
+                .get(&prefix)
+                .map_err(StoreError::engine)?
+            {
+                Some(bytes) => Some(decode::<WebhookEndpoint>(&bytes)?),
+                None => None,
+            };
+            orgs.push(OrgState::new(org, roles, members, webhook));
+        }
+        let jobs = self.values::<Job>(TreeName::Outbox)?;
+        Ok(Loaded {
+            orgs,
+            users,
+            tokens,
+            jobs,
+        })
+    }
+
+    /// A workspace resource of `org`.
+    pub fn resource<T: Resource>(
+        &self,
+        org: OrgId,
+        id: ResourceId,
+    ) -> Result<Option<T>, StoreError> {
+        let key = keys::resource(org, T::KIND, id);
+        match self
+            .tree(TreeName::Resources)
+            .get(key)
+            .map_err(StoreError::engine)?
+        {
+            Some(bytes) => decode(&bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// One page of `org`'s resources of kind `T`, newest first.
+    pub fn resource_page<T: Resource>(
+        &self,
+        org: OrgId,
+        before: Option<ResourceId>,
+        limit: usize,
+        parent: Option<ResourceId>,
+    ) -> Result<Page<T>, StoreError> {
+        let prefix = keys::resource_prefix(org, T::KIND);
+        let before = before.map(|id| keys::resource(org, T::KIND, id));
+        self.newest_first(
+            TreeName::Resources,
+            &prefix,
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            |value: &T| parent.is_none() || value.parent() == parent,
+        )
+    }
+
+    /// One page of an organization's audit log, newest first.
+    pub fn audit_page(
+        &self,
+        org: OrgId,
+        before: Option<AuditId>,
+        limit: usize,
+        action: Option<&str>,
+    ) -> Result<Page<AuditRecord>, StoreError> {
+        let before = before.map(|id| keys::audit(org, id));
+        self.newest_first(
+            TreeName::Audit,
+            org.as_bytes(),
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            |record: &AuditRecord| action.is_none_or(|a| record.action == a),
+        )
+    }
+
+    /// One page of an organization's delivery log, newest first.
+    pub fn delivery_log_page(
+        &self,
+        org: OrgId,
+        before: Option<LogId>,
+        limit: usize,
+        filter: LogFilter<'_>,
+    ) -> Result<Page<LogRecord>, StoreError> {
+        let before = before.map(|id| keys::delivery_log(org, id));
+        self.newest_first(
+            TreeName::DeliveryLog,
+            org.as_bytes(),
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            |record: &LogRecord| filter.admits(record),
+        )
+    }
+
+    /// Deletes all but the newest `keep` delivery-log records of `org` (a
+    /// scan of the whole log, off the caller's thread); returns how many
+    /// remain.
+    pub async fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StoreError> {
+        let tree = self.tree(TreeName::DeliveryLog).clone();
+        tokio::task::spawn_blocking(move || {
+            let total = tree.scan_prefix(org.as_bytes()).keys().count();
+            let excess = total.saturating_sub(keep);
+            if excess == 0 {
+                return Ok(total);
+            }
+            remove_oldest(&tree, org, excess)?;
+            Ok(keep)
+        })
+        .await
+        .map_err(StoreError::engine)?
+    }
+
+    /// Deletes the `count` oldest delivery-log records of `org` (reading
+    /// only those, off the caller's thread); returns how many it deleted.
+    pub async fn trim_delivery_log(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
+        let tree = self.tree(TreeName::DeliveryLog).clone();
+        tokio::task::spawn_blocking(move || remove_oldest(&tree, org, count))
+            .await
+            .map_err(StoreError::engine)?
+    }
+
+    /// Up to `limit` records of `org` in `tree` that pass `filter`, newest
+    /// first, strictly before the key `before`; and whether more remain.
+    fn newest_first<T: serde::de::DeserializeOwned>(
+        &self,
+        tree: TreeName,
+        prefix: &[u8],
+        before: Option<&[u8]>,
+        limit: usize,
+        filter: impl Fn(&T) -> bool,
+    ) -> Result<Page<T>, StoreError> {
+        let start = prefix.to_vec();
+        let end = match before {
+            Some(key) => key.to_vec(),
+            None => {
+                let mut end = prefix.to_vec();
+                end.extend_from_slice(&[0xff; 17]);
+                end
+            }
+        };
+        let mut items = Vec::new();
+        for entry in self.tree(tree).range(start..end).rev() {
+            let (_, value) = entry.map_err(StoreError::engine)?;
+            let record: T = decode(&value)?;
+            if !filter(&record) {
+                continue;
+            }
+            if items.len() == limit {
+                return Ok(Page { items, more: true });
+            }
+            items.push(record);
+        }
+        Ok(Page { items, more: false })
+    }
+
+    fn values<T: serde::de::DeserializeOwned>(&self, tree: TreeName) -> Result<Vec<T>, StoreError> {
+        self.tree(tree)
+            .iter()
+            .values()
+            .map(|v| decode(&v.map_err(StoreError::engine)?))
+            .collect()
+    }
+
+    fn prefixed<T: serde::de::DeserializeOwned>(
+        &self,
+        tree: TreeName,
+        prefix: &[u8],
+    ) -> Result<Vec<T>, StoreError> {
+        self.tree(tree)
+            .scan_prefix(prefix)
+            .values()
+            .map(|v| decode(&v.map_err(StoreError::engine)?))
+            .collect()
+    }
+}
+
+/// Deletes the `count` oldest records of `org` in a delivery log; returns
+/// how many it deleted.
+fn remove_oldest(tree: &::sled::Tree, org: OrgId, count: usize) -> Result<usize, StoreError> {
+    let mut batch = ::sled::Batch::default();
+    let mut removed = 0;
+    for key in tree.scan_prefix(org.as_bytes()).keys().take(count) {
+        batch.remove(key.map_err(StoreError::engine)?);
+        removed += 1;
+    }
+    if removed > 0 {
+        tree.apply_batch(batch).map_err(StoreError::engine)?;
+    }
+    Ok(removed)
+}
+
+/// Creates `dir` (and parents) readable by the owner only.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::commands::roles::system_roles;
+    use crate::domain::org_state::Edit;
+    use crate::domain::organization::Plan;
+    use crate::time::Timestamp;
+
+    fn open(dir: &Path) -> SledStore {
+        match SledStore::open(dir, Tuning::default()) {
+            Ok(store) => store,
+            Err(err) => panic!("storage did not open: {err}"),
+        }
+    }
+
+    fn new_org(storage: &SledStore) -> (Organization, Role, Role) {
+        let now = Timestamp::now();
+        let org = Organization {
+            id: OrgId::generate(),
+            name: "A".into(),
+            plan: Plan::Free,
+            created_at: now,
+            updated_at: now,
+        };
+        let (owner, member) = system_roles(org.id, now);
+        let writes = [
+            Write::Edit(Edit::PutRole(owner.clone())),
+            Write::Edit(Edit::PutRole(member.clone())),
+            Write::Edit(Edit::PutOrg(org.clone())),
+        ];
+        assert!(storage.append(&writes).is_ok());
+        (org, owner, member)
+    }
+
+    #[test]
+    fn a_data_directory_of_another_layout_is_refused() {
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let storage = open(dir.path());
+        let meta = storage.tree(TreeName::Meta);
+        assert!(meta.insert(keys::LAYOUT_VERSION, &[LAYOUT + 1]).is_ok());
+        assert!(storage.close().is_ok());
+        let err = SledStore::open(dir.path(), Tuning::default()).err();
+        assert!(
+            matches!(err, Some(StoreError::Layout { found, expected }) if found == LAYOUT + 1 && expected == LAYOUT),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn storage_refuses_to_alter_owner_or_delete_member() {
+        let dir = tempfile::tempdir().ok();
+        let Some(dir) = dir else {
+            panic!("no temp dir");
+        };
+        let storage = open(dir.path());
+        let (org, owner, member) = new_org(&storage);
+
+        let mut renamed = owner.clone();
+        renamed.name = "Boss".into();
+        let err = storage.append(&[Write::Edit(Edit::PutRole(renamed))]).err();
+        assert!(matches!(err, Some(StoreError::RoleImmutable)));
+        let err = storage
+            .append(&[Write::Edit(Edit::DeleteRole(org.id, owner.id))])
+            .err();
+        assert!(matches!(err, Some(StoreError::RoleImmutable)));
+        let err = storage
+            .append(&[Write::Edit(Edit::DeleteRole(org.id, member.id))])
+            .err();
+        assert!(matches!(err, Some(StoreError::SystemRole)));
+
+        let (second_owner, _) = system_roles(org.id, Timestamp::now());
+        let err = storage
+            .append(&[Write::Edit(Edit::PutRole(second_owner))])
+            .err();
+        assert!(matches!(err, Some(StoreError::SystemRoleCount)));
+
+        let mut demoted = member.clone();
+        demoted.is_system = false;
+        let err = storage.append(&[Write::Edit(Edit::PutRole(demoted))]).err();
+        assert!(matches!(err, Some(StoreError::SystemRoleCount)));
+
+        // A refused write leaves the transaction's other writes unapplied too.
+        let mut edited_member = member.clone();
+        edited_member.name = "Staff".into();
+        let writes = [
+            Write::Edit(Edit::PutRole(edited_member)),
+            Write::Edit(Edit::DeleteRole(org.id, owner.id)),
+        ];
+        assert!(storage.append(&writes).is_err());
+        let loaded = storage.load().ok().map(|l| l.orgs);
+        let names: Vec<String> = loaded
+            .iter()
+            .flatten()
+            .flat_map(|o| o.roles.values().map(|r| r.name.clone()))
+            .collect();
+        assert!(names.contains(&"Member".to_string()) && names.contains(&"Owner".to_string()));
+    }
+
+    fn user_write(email: &str) -> Write {
+        let user = User {
+            id: crate::ids::UserId::generate(),
+            email: email.into(),
+            name: None,
+            created_at: Timestamp::now(),
+        };
+        Write::PutUser(user)
+    }
+
+    #[test]
+    fn a_refused_request_fails_alone_in_a_shared_commit() {
+        let dir = tempfile::tempdir().ok();
+        // A long window puts the three requests below in one round.
+        let tuning = Tuning {
+            cache_mb: 8,
+            commit_window: std::time::Duration::from_millis(200),
+        };
+        let Some(storage) = dir
+            .as_ref()
+            .and_then(|d| SledStore::open(d.path(), tuning).ok())
+        else {
+            panic!("storage did not open");
+        };
+        let (org, _, member) = new_org(&storage);
+        let mut renamed_member = member.clone();
+        renamed_member.name = "Staff".into();
+        let refused = vec![
+            Write::Edit(Edit::PutRole(renamed_member)),
+            Write::Edit(Edit::DeleteRole(org.id, member.id)),
+        ];
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            panic!("no runtime");
+        };
+        let (first, second, third) = runtime.block_on(futures_util::future::join3(
+            storage.commit(vec![user_write("a@example.test")]),
+            storage.commit(refused),
+            storage.commit(vec![user_write("b@example.test")]),
+        ));
+        assert!(
+            matches!(&first, Ok(writes) if writes.len() == 1),
+            "{first:?}"
+        );
+        assert!(matches!(second, Err(StoreError::SystemRole)), "{second:?}");
+        assert!(
+            matches!(&third, Ok(writes) if writes.len() == 1),
+            "{third:?}"
+        );
+        let Ok(loaded) = storage.load() else {
+            panic!("load failed");
+        };
+        let mut emails: Vec<String> = loaded.users.iter().map(|u| u.email.clone()).collect();
+        emails.sort();
+        assert_eq!(emails, ["a@example.test", "b@example.test"]);
+        let names: Vec<String> = loaded
+            .orgs
+            .iter()
+            .flat_map(|o| o.roles.values().map(|r| r.name.clone()))
+            .collect();
+        assert!(names.contains(&"Member".to_string()), "{names:?}");
+    }
+}
