@@ -12,7 +12,8 @@ pub struct RouteSpec {
     /// Path template (as in the OpenAPI document).
     pub path: &'static str,
     /// Keys the caller must hold; empty when the key depends on the request
-    /// (decision status moves: see [`DECISION_MOVES`]).
+    /// (decision status moves: see
+    /// [`crate::domain::resources::decisions::DECISION_MOVES`]).
     pub requires: &'static [Permission],
 }
 
@@ -63,13 +64,3 @@ routes! {
     ANALYSES_GET = "GET" "/organizations/{org_id}/pull-requests/analyses/{id}" [ConflictsRead];
     ANALYSES_ACCEPT = "POST" "/organizations/{org_id}/pull-requests/analyses/{id}/accept" [ConflictsResolve];
 }
-
-/// Decision status moves and the key each needs (CONTRACT §7); any other
-/// move is 409 INVALID_TRANSITION.
-pub const DECISION_MOVES: &[(&str, &str, Permission)] = &[
-    ("DRAFT", "PENDING", DecisionsUpdate),
-    ("PENDING", "ACCEPTED", DecisionsAccept),
-    ("PENDING", "REJECTED", DecisionsReject),
-    ("PENDING", "DEPRECATED", DecisionsDeprecate),
-    ("ACCEPTED", "DEPRECATED", DecisionsDeprecate),
-];

@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use actix_web::http::Method;
 use rolecall::domain::permissions::Permission;
-use rolecall::http::resource_routes::{RouteSpec, DECISIONS_STATUS, DECISION_MOVES, ROUTES};
+use rolecall::domain::resources::decisions::DECISION_MOVES;
+use rolecall::http::resource_routes::{RouteSpec, DECISIONS_STATUS, ROUTES};
 use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app, Org, Reply, TestApp};

@@ -25,13 +25,12 @@ pub enum AnalysisStatus {
 }
 
 /// One finding: a change that concerns a decision.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Finding {
     /// A decision of the same organization.
     pub decision_id: ResourceId,
     /// What the change does (1..=2000 characters).
-    #[schema(schema_with = crate::http::schema::fields::summary)]
     pub summary: String,
 }
 
@@ -62,16 +61,13 @@ impl Resource for Analysis {
 }
 
 /// Body of `POST …/pull-requests/analyses`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReportAnalysis {
-    #[schema(schema_with = crate::http::schema::fields::title)]
     repository: String,
     /// 1..=2^63-1 (the document's `int64`); `7.0` counts as 7, as in JSON Schema.
-    #[schema(minimum = 1)]
     #[serde(deserialize_with = "integral")]
     number: u64,
-    #[schema(max_items = 100)]
     findings: Vec<Finding>,
 }
 

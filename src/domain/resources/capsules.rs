@@ -48,53 +48,42 @@ impl Resource for Capsule {
 }
 
 /// Body of `POST …/capsules`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateCapsule {
-    #[schema(schema_with = crate::http::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     body: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::scope)]
     scope: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::links)]
     attachments: Option<Vec<String>>,
 }
 
 /// Body of `PATCH …/capsules/{id}`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateCapsule {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     body: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::scope)]
     scope: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::links)]
     attachments: Option<Vec<String>>,
 }
 
 /// Body of `POST …/capsules/{id}/supersede`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SupersedeCapsule {
     /// Defaults to the old title.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::title)]
     title: Option<String>,
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     body: String,
     /// Defaults to the old scope.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::scope)]
     scope: Option<String>,
 }
 

@@ -8,7 +8,6 @@ use crate::domain::input::non_null;
 use crate::domain::permissions::Permission;
 use crate::domain::resources::fields::{self, LINKS_MAX, URL_MAX};
 use crate::domain::resources::{Resource, ResourceKind};
-use crate::http::resource_routes::DECISION_MOVES;
 use crate::ids::{OrgId, ResourceId, UserId};
 use crate::time::Timestamp;
 
@@ -80,52 +79,41 @@ impl Resource for Decision {
 }
 
 /// Body of `POST …/decisions`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDecision {
-    #[schema(schema_with = crate::http::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     statement: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     rationale: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::tags)]
     tags: Option<Vec<String>>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::links)]
     links: Option<Vec<String>>,
     /// `DRAFT` (default) or `PENDING`.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::new_decision_status)]
     status: Option<DecisionStatus>,
 }
 
 /// Body of `PATCH …/decisions/{id}`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateDecision {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     statement: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     rationale: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::tags)]
     tags: Option<Vec<String>>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::links)]
     links: Option<Vec<String>>,
 }
 
 /// Body of `POST …/decisions/{id}/status`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChangeStatus {
     /// The target status.
@@ -206,3 +194,13 @@ pub fn move_permission(from: DecisionStatus, to: DecisionStatus) -> Result<Permi
             to: to.name().into(),
         })
 }
+
+/// Decision status moves and the key each needs (CONTRACT §7); any other
+/// move is 409 INVALID_TRANSITION.
+pub const DECISION_MOVES: &[(&str, &str, Permission)] = &[
+    ("DRAFT", "PENDING", Permission::DecisionsUpdate),
+    ("PENDING", "ACCEPTED", Permission::DecisionsAccept),
+    ("PENDING", "REJECTED", Permission::DecisionsReject),
+    ("PENDING", "DEPRECATED", Permission::DecisionsDeprecate),
+    ("ACCEPTED", "DEPRECATED", Permission::DecisionsDeprecate),
+];

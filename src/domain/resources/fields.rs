@@ -120,16 +120,6 @@ impl<'de> Deserialize<'de> for JsonObject {
     }
 }
 
-impl utoipa::PartialSchema for JsonObject {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::ObjectBuilder::new()
-            .description(Some("any JSON object, at most 16 KiB"))
-            .into()
-    }
-}
-
-impl utoipa::ToSchema for JsonObject {}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,15 +68,14 @@ impl Resource for Import {
 }
 
 /// Body of `POST …/projects/{id}/imports`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StartImport {
-    #[schema(schema_with = crate::http::schema::fields::url_text)]
     source: String,
 }
 
 /// The importer's outcome.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, ToSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ResultStatus {
     /// Finished successfully.
@@ -94,18 +93,6 @@ pub struct ImportResult {
     /// Why it failed (only with `failed`; at most 2000 characters).
     #[serde(default, deserialize_with = "non_null")]
     pub failure_reason: Option<String>,
-}
-
-impl utoipa::PartialSchema for ImportResult {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
-        crate::http::schema::fields::import_result().into()
-    }
-}
-
-impl ToSchema for ImportResult {
-    fn name() -> std::borrow::Cow<'static, str> {
-        std::borrow::Cow::Borrowed("ImportResult")
-    }
 }
 
 impl StartImport {

@@ -39,25 +39,21 @@ impl Resource for Memory {
 }
 
 /// Body of `POST …/memories`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateMemory {
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     content: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::metadata)]
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Body of `PATCH …/memories/{id}`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateMemory {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     content: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::metadata)]
     metadata: Option<serde_json::Map<String, serde_json::Value>>,
 }
 

@@ -39,25 +39,21 @@ impl Resource for Project {
 }
 
 /// Body of `POST …/projects`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateProject {
-    #[schema(schema_with = crate::http::schema::fields::title)]
     name: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::url_text)]
     repository_url: Option<String>,
 }
 
 /// Body of `PATCH …/projects/{id}`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateProject {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::title)]
     name: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::url_text)]
     repository_url: Option<String>,
 }
 

@@ -74,33 +74,27 @@ impl Resource for Task {
 }
 
 /// Body of `POST …/tasks`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTask {
-    #[schema(schema_with = crate::http::schema::fields::title)]
     title: String,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     description: Option<String>,
     /// A project of this organization.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::project_id)]
     pub project_id: Option<String>,
 }
 
 /// Body of `PATCH …/tasks/{id}`.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTask {
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::title)]
     title: Option<String>,
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(schema_with = crate::http::schema::fields::body_text)]
     description: Option<String>,
     /// An adjacent status.
     #[serde(default, deserialize_with = "non_null")]
-    #[schema(nullable = false)]
     pub status: Option<TaskStatus>,
 }
 
