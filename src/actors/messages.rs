@@ -2,7 +2,7 @@
 
 use actix::Message;
 
-use crate::domain::access::{Caller, IfMatch};
+use crate::domain::access::{Caller, IfMatch, Needs};
 use crate::domain::audit::RequestIdText;
 use crate::domain::change::Write;
 use crate::domain::commands::Reply;
@@ -46,6 +46,8 @@ pub struct Mutate {
     pub caller: Caller,
     /// The request, for the audit record.
     pub request_id: RequestIdText,
+    /// What the route needs of the caller.
+    pub needs: Needs,
     /// What to do.
     pub command: OrgCommand,
 }

@@ -58,29 +58,31 @@ impl OrganizationActor {
     }
 
     fn decide(&self, msg: &Mutate) -> Result<Change, ApiError> {
-        let state = &self.state;
-        let caller = msg.caller;
+        let (state, caller, needs) = (&self.state, msg.caller, msg.needs);
         match &msg.command {
-            OrgCommand::CreateRole(input) => roles::create_role(state, caller, input),
+            OrgCommand::CreateRole(input) => roles::create_role(state, caller, needs, input),
             OrgCommand::UpdateRole(role, if_match, input) => {
-                roles::update_role(state, caller, *role, if_match.as_ref(), input)
+                roles::update_role(state, caller, needs, *role, if_match.as_ref(), input)
             }
             OrgCommand::DeleteRole(role, if_match) => {
-                roles::delete_role(state, caller, *role, if_match.as_ref())
+                roles::delete_role(state, caller, needs, *role, if_match.as_ref())
             }
             OrgCommand::AddMember(input) => {
-                members::add_member(state, caller, self.users.as_ref(), input)
+                members::add_member(state, caller, needs, self.users.as_ref(), input)
             }
             OrgCommand::ChangeMemberRole(user, input) => {
-                members::change_member_role(state, caller, *user, input)
+                members::change_member_role(state, caller, needs, *user, input)
             }
-            OrgCommand::RemoveMember(user) => members::remove_member(state, caller, *user),
+            OrgCommand::RemoveMember(user) => members::remove_member(state, caller, needs, *user),
+            // Which key depends on the fields changed: the command knows.
             OrgCommand::UpdateOrganization(input) => {
                 organization::update_organization(state, caller, input)
             }
-            OrgCommand::SaveWebhook(test) => webhooks::save_webhook(state, caller, test),
-            OrgCommand::RotateWebhook => webhooks::rotate_webhook(state, caller, new_secret()),
-            OrgCommand::DeleteWebhook => webhooks::delete_webhook(state, caller),
+            OrgCommand::SaveWebhook(test) => webhooks::save_webhook(state, caller, needs, test),
+            OrgCommand::RotateWebhook => {
+                webhooks::rotate_webhook(state, caller, needs, new_secret())
+            }
+            OrgCommand::DeleteWebhook => webhooks::delete_webhook(state, caller, needs),
         }
     }
 

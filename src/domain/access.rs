@@ -47,6 +47,40 @@ pub fn require(held: PermissionSet, needed: Permission) -> Result<(), ApiError> 
     }
 }
 
+/// The keys an operation needs, as its route names them (the route table
+/// in `http`); the command checks them at its step of the contract's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Needs {
+    /// Keys the caller must hold, all of them.
+    pub keys: &'static [Permission],
+    /// A member acting on their own membership needs none of them.
+    pub or_self: bool,
+}
+
+impl Needs {
+    /// Keys needed by everyone, oneself included.
+    pub const fn keys(keys: &'static [Permission]) -> Self {
+        Needs {
+            keys,
+            or_self: false,
+        }
+    }
+
+    /// 403 FORBIDDEN naming the first key `held` lacks; none are needed when
+    /// the route allows it and `caller` acts on the membership of `target`.
+    pub fn check(
+        self,
+        held: PermissionSet,
+        caller: Caller,
+        target: Option<UserId>,
+    ) -> Result<(), ApiError> {
+        if self.or_self && target.is_some() && caller.user_id() == target {
+            return Ok(());
+        }
+        self.keys.iter().try_for_each(|key| require(held, *key))
+    }
+}
+
 /// 402 LICENSE_REQUIRED unless the organization is on Enterprise.
 pub fn require_enterprise(state: &OrgState) -> Result<(), ApiError> {
     if state.org.plan == Plan::Enterprise {
@@ -107,6 +141,30 @@ mod tests {
         assert!(check_precondition(Some(&IfMatch::parse("\"x\", \"abc-1\"")), etag).is_ok());
         assert!(check_precondition(Some(&IfMatch::parse("W/\"abc-1\"")), etag).is_err());
         assert!(check_precondition(Some(&IfMatch::parse("\"abc-2\"")), etag).is_err());
+    }
+
+    #[test]
+    fn needs_name_the_first_missing_key_and_may_spare_oneself() {
+        let (me, other) = (UserId::generate(), UserId::generate());
+        let held: PermissionSet = [Permission::TeamRead].into_iter().collect();
+        let needs = Needs::keys(&[Permission::TeamRead, Permission::TeamManage]);
+        assert!(matches!(
+            needs.check(held, Caller::User(me), None),
+            Err(ApiError::Forbidden(Permission::TeamManage))
+        ));
+        assert!(needs
+            .check(PermissionSet::ALL, Caller::User(me), None)
+            .is_ok());
+        let own = Needs {
+            or_self: true,
+            ..needs
+        };
+        assert!(own.check(held, Caller::User(me), Some(me)).is_ok());
+        assert!(own.check(held, Caller::User(me), Some(other)).is_err());
+        assert!(own.check(held, Caller::Admin, None).is_err());
+        assert!(Needs::keys(&[])
+            .check(PermissionSet::EMPTY, Caller::User(me), None)
+            .is_ok());
     }
 
     #[test]

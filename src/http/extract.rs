@@ -155,9 +155,11 @@ impl OrgAccess {
         })
     }
 
-    /// 403 FORBIDDEN unless the caller holds `permission`.
-    pub fn require(&self, permission: Permission) -> Result<(), ApiError> {
-        crate::domain::access::require(self.permissions, permission)
+    /// 403 FORBIDDEN unless the caller holds `key`: for a key the request
+    /// itself decides (a decision's status move). Routes name theirs in the
+    /// route table and check them with `allow`.
+    pub fn require(&self, key: Permission) -> Result<(), ApiError> {
+        crate::domain::access::require(self.permissions, key)
     }
 
     /// The caller, for commands.

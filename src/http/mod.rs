@@ -4,11 +4,11 @@
 pub mod body;
 pub mod extract;
 pub mod observe;
+pub mod org_routes;
 pub mod paging;
 pub mod problem;
 pub mod request_id;
-pub mod resource_routes;
-pub mod resources;
+pub mod route_table;
 pub mod route_template;
 pub mod routes;
 pub mod schema;
@@ -28,6 +28,7 @@ use crate::commit::CommitPath;
 use crate::domain::access::Caller;
 use crate::domain::commands::Reply;
 use crate::domain::error::ApiError;
+use crate::http::route_table::RouteSpec;
 use crate::ids::OrgId;
 use crate::metrics::Metrics;
 use crate::state::accounts::AccountTable;
@@ -67,32 +68,35 @@ pub struct AppContext {
 }
 
 impl AppContext {
-    /// Runs a member's `command` on the organization's actor and answers
-    /// its reply with `status`.
+    /// Runs a member's `command`, needing what `route` needs, on the
+    /// organization's actor; answers its reply with `status`.
     pub async fn run_command(
         &self,
         access: &extract::OrgAccess,
         req: &HttpRequest,
+        route: RouteSpec,
         command: OrgCommand,
         status: StatusCode,
     ) -> Result<HttpResponse, ApiError> {
         let reply = self
-            .mutate(access.org_id(), access.caller(), req, command)
+            .mutate(access.org_id(), access.caller(), req, route, command)
             .await?;
         Ok(reply_response(reply, status))
     }
 
-    /// Runs `command` on the organization's actor.
+    /// Runs `command`, needing what `route` needs, on the organization's actor.
     pub async fn mutate(
         &self,
         org: OrgId,
         caller: Caller,
         req: &HttpRequest,
+        route: RouteSpec,
         command: OrgCommand,
     ) -> Result<Reply, ApiError> {
         let msg = Mutate {
             caller,
             request_id: extract::request_id(req),
+            needs: route.needs(),
             command,
         };
         self.registry.mutate(org, msg).await

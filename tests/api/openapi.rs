@@ -151,7 +151,7 @@ async fn openapi_documents_exactly_the_contract_routes() {
     let mut expected = as_set(CONTRACT_ROUTES);
     assert_eq!(expected.len(), CONTRACT_ROUTES.len());
     // CONTRACT §7: the workspace routes, from the table the server checks permissions with.
-    let resources: Vec<(&str, &str)> = rolecall::http::resource_routes::ROUTES
+    let resources: Vec<(&str, &str)> = rolecall::http::route_table::WORKSPACE_ROUTES
         .iter()
         .map(|r| (r.method, r.path))
         .collect();

@@ -1,7 +1,7 @@
 //! Workspace resources (CONTRACT §7): who may call which route.
 //!
 //! The permission matrix is generated from the server's own route table
-//! (`rolecall::http::resource_routes::ROUTES`): every route gets a
+//! (`rolecall::http::route_table::WORKSPACE_ROUTES`): every route gets a
 //! request builder here, and a route the builders do not know fails the
 //! test, so a new route cannot be forgotten. Also: the table matches the
 //! OpenAPI document, the decided order of checks, and organization
@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use actix_web::http::Method;
 use rolecall::domain::permissions::Permission;
 use rolecall::domain::resources::decisions::DECISION_MOVES;
-use rolecall::http::resource_routes::{RouteSpec, DECISIONS_STATUS, ROUTES};
+use rolecall::http::route_table::{
+    RouteSpec, DECISIONS_STATUS, ORGANIZATION_ROUTES, WORKSPACE_ROUTES as ROUTES,
+};
 use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app, Org, Reply, TestApp};
@@ -417,6 +419,76 @@ async fn the_route_table_is_every_documented_resource_route() {
     assert!(
         undocumented.is_empty() && missing.is_empty(),
         "table routes not in /openapi.json: {undocumented:?}; documented resource routes not in the table: {missing:?}"
+    );
+}
+
+/// Every documented route under `/organizations/{org_id}` is in one part of
+/// the route table, the one place that says what each needs, and the table
+/// names no route that is not served.
+#[actix_web::test]
+async fn every_organization_route_is_in_the_route_table() {
+    let app = spawn_app().await;
+    let doc = app
+        .call(Method::GET, "/openapi.json", None, None)
+        .await
+        .expect(200)
+        .json();
+    let mut documented = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        if !path.starts_with("/organizations/{org_id}") {
+            continue;
+        }
+        for method in HTTP_METHODS {
+            if item.get(*method).is_some() {
+                documented.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    let table: BTreeSet<(String, String)> = ORGANIZATION_ROUTES
+        .iter()
+        .chain(ROUTES)
+        .map(|r| (r.method.to_owned(), r.path.to_owned()))
+        .collect();
+    assert_eq!(
+        table.len(),
+        ORGANIZATION_ROUTES.len() + ROUTES.len(),
+        "the table has duplicates"
+    );
+    assert_eq!(table, documented);
+    // The keys the contract names for the non-resource routes (CONTRACT §2–6).
+    let keys = |method: &str, path: &str| {
+        let route = ORGANIZATION_ROUTES
+            .iter()
+            .find(|r| r.method == method && r.path == format!("/organizations/{{org_id}}{path}"))
+            .unwrap_or_else(|| panic!("{method} {path} is not in the table"));
+        (
+            route.requires.iter().map(|p| p.key()).collect::<Vec<_>>(),
+            route.or_self,
+        )
+    };
+    assert_eq!(keys("POST", "/roles"), (vec!["org:settings:manage"], false));
+    assert_eq!(keys("GET", "/roles"), (vec![], false));
+    assert_eq!(
+        keys("GET", "/members/{user_id}"),
+        (vec!["org:team:read"], true)
+    );
+    assert_eq!(
+        keys("DELETE", "/members/{user_id}"),
+        (vec!["org:team:manage"], true)
+    );
+    assert_eq!(
+        keys("PATCH", "/members/{user_id}"),
+        (vec!["org:team:manage"], false)
+    );
+    assert_eq!(keys("POST", "/members"), (vec!["org:team:invite"], false));
+    assert_eq!(
+        keys("GET", "/audit-log"),
+        (vec!["org:settings:read"], false)
+    );
+    assert_eq!(keys("GET", "/webhook"), (vec!["org:settings:read"], false));
+    assert_eq!(
+        keys("POST", "/webhook/rotate"),
+        (vec!["org:settings:manage"], false)
     );
 }
 

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use crate::domain::access::{caller_permissions, forbid_escalation, require, Caller};
+use crate::domain::access::{caller_permissions, forbid_escalation, Caller, Needs};
 use crate::domain::audit::AuditDraft;
 use crate::domain::commands::roles::referenced_role;
 use crate::domain::commands::{Change, Reply};
@@ -12,7 +12,6 @@ use crate::domain::input::{non_null, Input};
 use crate::domain::member::Membership;
 use crate::domain::names::fold;
 use crate::domain::org_state::{Edit, OrgState};
-use crate::domain::permissions::Permission;
 use crate::domain::representation::representation;
 use crate::domain::user::User;
 use crate::ids::UserId;
@@ -86,11 +85,12 @@ fn member_event(kind: EventKind, view: &serde_json::Value, now: Timestamp) -> Ev
 pub fn add_member(
     state: &OrgState,
     caller: Caller,
+    needs: Needs,
     users: &dyn UserLookup,
     input: &Input,
 ) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
-    require(held, Permission::TeamInvite)?;
+    needs.check(held, caller, None)?;
     let body: AddMemberBody = input.parse()?;
     let user = match (&body.user_id, &body.email) {
         (Some(id), None) => {
@@ -137,12 +137,13 @@ pub fn add_member(
 pub fn change_member_role(
     state: &OrgState,
     caller: Caller,
+    needs: Needs,
     target: UserId,
     input: &Input,
 ) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
     let member = existing_member(state, target)?;
-    require(held, Permission::TeamManage)?;
+    needs.check(held, caller, Some(target))?;
     let body: ChangeRoleBody = input.parse()?;
     let role = referenced_role(state, "role_id", &body.role_id)?;
     forbid_escalation(held, OrgState::role_permissions(role))?;
@@ -175,12 +176,16 @@ pub fn change_member_role(
 }
 
 /// `DELETE /organizations/{orgId}/members/{userId}`.
-pub fn remove_member(state: &OrgState, caller: Caller, target: UserId) -> Result<Change, ApiError> {
+/// Anyone may leave: the route spares oneself (`or_self`).
+pub fn remove_member(
+    state: &OrgState,
+    caller: Caller,
+    needs: Needs,
+    target: UserId,
+) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
     let member = existing_member(state, target)?;
-    if caller.user_id() != Some(target) {
-        require(held, Permission::TeamManage)?;
-    }
+    needs.check(held, caller, Some(target))?;
     forbid_acting_above(state, caller, held, member)?;
     if is_owner(state, member) && state.owner_count() <= 1 {
         return Err(ApiError::MustHaveOwner);
@@ -202,15 +207,4 @@ pub fn remove_member(state: &OrgState, caller: Caller, target: UserId) -> Result
         )],
         reply: Reply::Deleted,
     })
-}
-
-/// Whether the caller may read `target`'s membership: `org:team:read`, or
-/// it is their own. 404 comes first when the target is not a member.
-pub fn may_read_member(state: &OrgState, caller: UserId, target: UserId) -> Result<(), ApiError> {
-    let held = caller_permissions(state, Caller::User(caller))?;
-    existing_member(state, target)?;
-    if caller == target {
-        return Ok(());
-    }
-    require(held, Permission::TeamRead)
 }

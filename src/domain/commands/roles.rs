@@ -3,8 +3,8 @@
 use serde::Deserialize;
 
 use crate::domain::access::{
-    caller_permissions, check_precondition, forbid_escalation, require, require_enterprise, Caller,
-    IfMatch,
+    caller_permissions, check_precondition, forbid_escalation, require_enterprise, Caller, IfMatch,
+    Needs,
 };
 use crate::domain::audit::AuditDraft;
 use crate::domain::commands::{Change, Reply};
@@ -12,10 +12,10 @@ use crate::domain::error::ApiError;
 use crate::domain::input::{non_null, Input};
 use crate::domain::names::{bounded_text, RoleName, ROLE_DESCRIPTION_MAX};
 use crate::domain::org_state::{Edit, OrgState};
-use crate::domain::permissions::{Permission, PermissionSet};
+use crate::domain::permissions::PermissionSet;
 use crate::domain::representation::representation;
 use crate::domain::role::Role;
-use crate::ids::{RoleId, UserId};
+use crate::ids::RoleId;
 use crate::time::Timestamp;
 
 #[derive(Deserialize)]
@@ -117,9 +117,14 @@ pub fn system_roles(state_org: crate::ids::OrgId, now: Timestamp) -> (Role, Role
 }
 
 /// `POST /organizations/{orgId}/roles`.
-pub fn create_role(state: &OrgState, caller: Caller, input: &Input) -> Result<Change, ApiError> {
+pub fn create_role(
+    state: &OrgState,
+    caller: Caller,
+    needs: Needs,
+    input: &Input,
+) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
-    require(held, Permission::SettingsManage)?;
+    needs.check(held, caller, None)?;
     require_enterprise(state)?;
     let body: CreateRoleBody = input.parse()?;
     let name = RoleName::parse(&body.name)?;
@@ -167,13 +172,14 @@ pub fn create_role(state: &OrgState, caller: Caller, input: &Input) -> Result<Ch
 pub fn update_role(
     state: &OrgState,
     caller: Caller,
+    needs: Needs,
     role_id: RoleId,
     if_match: Option<&IfMatch>,
     input: &Input,
 ) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
     let role = existing_role(state, role_id)?;
-    require(held, Permission::SettingsManage)?;
+    needs.check(held, caller, None)?;
     require_enterprise(state)?;
     check_precondition(if_match, &role.etag())?;
     let body: UpdateRoleBody = input.parse()?;
@@ -231,12 +237,13 @@ pub fn update_role(
 pub fn delete_role(
     state: &OrgState,
     caller: Caller,
+    needs: Needs,
     role_id: RoleId,
     if_match: Option<&IfMatch>,
 ) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
     let role = existing_role(state, role_id)?;
-    require(held, Permission::SettingsManage)?;
+    needs.check(held, caller, None)?;
     require_enterprise(state)?;
     check_precondition(if_match, &role.etag())?;
     if role.is_immutable {
@@ -263,23 +270,16 @@ pub fn delete_role(
     })
 }
 
-/// Members of `role_id` visible to the caller (`org:team:read`).
-pub fn role_members_allowed(
-    state: &OrgState,
-    user: UserId,
-    role_id: RoleId,
-) -> Result<(), ApiError> {
-    let held = caller_permissions(state, Caller::User(user))?;
-    existing_role(state, role_id)?;
-    require(held, Permission::TeamRead)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::member::Membership;
     use crate::domain::organization::{Organization, Plan};
-    use crate::ids::OrgId;
+    use crate::domain::permissions::Permission;
+    use crate::ids::{OrgId, UserId};
+
+    /// What the role routes need.
+    const MANAGE: Needs = Needs::keys(&[Permission::SettingsManage]);
 
     fn org_with(plan: Plan) -> (OrgState, UserId, UserId) {
         let now = Timestamp::now();
@@ -331,21 +331,26 @@ mod tests {
         let broken = body("{");
         // 404 before everything else.
         assert_eq!(
-            code(create_role(&enterprise, stranger, &broken)),
+            code(create_role(&enterprise, stranger, MANAGE, &broken)),
             "NOT_FOUND"
         );
         // 403 before 402 and 400.
         assert_eq!(
-            code(create_role(&pro, Caller::User(pro_member), &broken)),
+            code(create_role(&pro, Caller::User(pro_member), MANAGE, &broken)),
             "FORBIDDEN"
         );
         // 402 before 400.
         assert_eq!(
-            code(create_role(&pro, Caller::User(pro_owner), &broken)),
+            code(create_role(&pro, Caller::User(pro_owner), MANAGE, &broken)),
             "LICENSE_REQUIRED"
         );
         assert_eq!(
-            code(create_role(&pro, Caller::User(pro_owner), &Input::NotJson)),
+            code(create_role(
+                &pro,
+                Caller::User(pro_owner),
+                MANAGE,
+                &Input::NotJson
+            )),
             "LICENSE_REQUIRED"
         );
         // 400 before 409.
@@ -353,6 +358,7 @@ mod tests {
             code(create_role(
                 &enterprise,
                 Caller::User(owner),
+                MANAGE,
                 &body(r#"{"name":"owner","x":1}"#)
             )),
             "VALIDATION_FAILED"
@@ -361,12 +367,18 @@ mod tests {
             code(create_role(
                 &enterprise,
                 Caller::User(owner),
+                MANAGE,
                 &body(r#"{"name":"OWNER"}"#)
             )),
             "NAME_CONFLICT"
         );
         assert_eq!(
-            code(create_role(&enterprise, Caller::User(member), &body("{}"))),
+            code(create_role(
+                &enterprise,
+                Caller::User(member),
+                MANAGE,
+                &body("{}")
+            )),
             "FORBIDDEN"
         );
     }
@@ -384,6 +396,7 @@ mod tests {
             code(update_role(
                 &state,
                 Caller::User(member),
+                MANAGE,
                 missing,
                 None,
                 &body("{}")
@@ -394,6 +407,7 @@ mod tests {
             code(update_role(
                 &state,
                 Caller::User(member),
+                MANAGE,
                 owner_role,
                 None,
                 &body("{}")
@@ -406,6 +420,7 @@ mod tests {
             code(update_role(
                 &state,
                 Caller::User(owner),
+                MANAGE,
                 owner_role,
                 Some(&stale),
                 &body("{")
@@ -417,6 +432,7 @@ mod tests {
             code(update_role(
                 &state,
                 Caller::User(owner),
+                MANAGE,
                 owner_role,
                 None,
                 &body("{")
@@ -427,6 +443,7 @@ mod tests {
             code(update_role(
                 &state,
                 Caller::User(owner),
+                MANAGE,
                 owner_role,
                 None,
                 &body("{}")
@@ -434,7 +451,13 @@ mod tests {
             "ROLE_IMMUTABLE"
         );
         assert_eq!(
-            code(delete_role(&state, Caller::User(owner), owner_role, None)),
+            code(delete_role(
+                &state,
+                Caller::User(owner),
+                MANAGE,
+                owner_role,
+                None
+            )),
             "ROLE_IMMUTABLE"
         );
     }
@@ -450,6 +473,7 @@ mod tests {
         let change = update_role(
             &state,
             Caller::User(owner),
+            MANAGE,
             member_role.unwrap_or(RoleId::generate()),
             None,
             &body(r#"{"name":"Member"}"#),

@@ -1,12 +1,11 @@
 //! Webhook endpoint commands (seed 3.4, CONTRACT §6): save a passed test,
 //! rotate the secret, delete. Audit records never carry the secret.
 
-use crate::domain::access::{caller_permissions, require, Caller};
+use crate::domain::access::{caller_permissions, Caller, Needs};
 use crate::domain::audit::AuditDraft;
 use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::org_state::{Edit, OrgState};
-use crate::domain::permissions::Permission;
 use crate::domain::representation::representation;
 use crate::domain::webhook::{PassedTest, WebhookEndpoint};
 use crate::secrets::Secret;
@@ -23,10 +22,11 @@ fn endpoint(state: &OrgState) -> Result<&WebhookEndpoint, ApiError> {
 pub fn save_webhook(
     state: &OrgState,
     caller: Caller,
+    needs: Needs,
     test: &PassedTest,
 ) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
-    require(held, Permission::SettingsManage)?;
+    needs.check(held, caller, None)?;
     let secret = match (&test.candidate_secret, &state.webhook) {
         (Some(candidate), _) => candidate.clone(),
         (None, Some(current)) => current.secret.clone(),
@@ -69,11 +69,12 @@ pub fn save_webhook(
 pub fn rotate_webhook(
     state: &OrgState,
     caller: Caller,
+    needs: Needs,
     secret: Secret,
 ) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
     let current = endpoint(state)?;
-    require(held, Permission::SettingsManage)?;
+    needs.check(held, caller, None)?;
     let mut rotated = current.clone();
     rotated.secret = secret.clone();
     rotated.updated_at = Timestamp::now();
@@ -92,10 +93,10 @@ pub fn rotate_webhook(
 }
 
 /// `DELETE …/webhook`.
-pub fn delete_webhook(state: &OrgState, caller: Caller) -> Result<Change, ApiError> {
+pub fn delete_webhook(state: &OrgState, caller: Caller, needs: Needs) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
     let current = endpoint(state)?;
-    require(held, Permission::SettingsManage)?;
+    needs.check(held, caller, None)?;
     Ok(Change {
         audit: Some(AuditDraft {
             action: "webhook.deleted",

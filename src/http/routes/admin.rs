@@ -20,6 +20,7 @@ use crate::domain::user::{TokenKind, User};
 use crate::http::body::JsonInput;
 use crate::http::extract::{request_id, AdminAuth};
 use crate::http::problem::Problem;
+use crate::http::route_table::ORG_UPDATE;
 use crate::http::{json_response, path_id, reply_response, AppContext};
 use crate::ids::{OrgId, TokenId, UserId};
 use crate::time::Timestamp;
@@ -212,6 +213,7 @@ async fn update_org(
             org,
             Caller::Admin,
             &req,
+            ORG_UPDATE,
             OrgCommand::UpdateOrganization(input),
         )
         .await?;

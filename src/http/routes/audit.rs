@@ -5,10 +5,10 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::domain::audit::AuditView;
 use crate::domain::error::ApiError;
-use crate::domain::permissions::Permission;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{encode_cursor, ListQuery, Page};
 use crate::http::problem::Problem;
+use crate::http::route_table::AUDIT_LOG;
 use crate::http::AppContext;
 use crate::ids::AuditId;
 
@@ -30,7 +30,7 @@ async fn audit_log(
     ctx: web::Data<AppContext>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    access.require(Permission::SettingsRead)?;
+    access.allow(AUDIT_LOG)?;
     let query = ListQuery::parse(&req)?;
     let org = access.org_id();
     let before = query.cursor_id(AuditId::from_slice)?;

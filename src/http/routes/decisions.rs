@@ -12,10 +12,10 @@ use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::org_routes::{delete_resource, get_resource, list, locate};
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resource_routes::*;
-use crate::http::resources::{delete_resource, get_resource, list, locate, resource_id};
+use crate::http::route_table::*;
 use crate::http::AppContext;
 use crate::time::Timestamp;
 
@@ -131,9 +131,8 @@ async fn change_status(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let workspace = access.workspace(&ctx);
-    let id = resource_id::<Decision>(&path.1)?;
-    let current: Decision = workspace.get(id).await?;
+    let current = locate::<Decision>(&ctx, &access, &path.1, DECISIONS_STATUS).await?;
+    let (workspace, id) = (access.workspace(&ctx), current.id);
     let target = input.parse::<ChangeStatus>()?.status;
     // The key depends on the move; an impossible move is a 409 whatever the caller holds.
     if let Ok(key) = move_permission(current.status, target) {

@@ -11,10 +11,10 @@ use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::org_routes::{get_resource, list, locate};
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resource_routes::*;
-use crate::http::resources::{get_resource, list, locate, resource_id};
+use crate::http::route_table::*;
 use crate::http::AppContext;
 
 /// Registers the routes.
@@ -36,11 +36,9 @@ async fn start(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let workspace = access.workspace(&ctx);
-    let project: Project = workspace.get(resource_id::<Project>(&path.1)?).await?;
-    access.allow(IMPORTS_START)?;
+    let project = locate::<Project>(&ctx, &access, &path.1, IMPORTS_START).await?;
     let import = input.parse::<StartImport>()?.build(project.id)?;
-    let started = workspace.create(Changed::new(import)).await?;
+    let started = access.workspace(&ctx).create(Changed::new(import)).await?;
     Ok(HttpResponse::Accepted().json(started))
 }
 
@@ -55,11 +53,7 @@ async fn list_for_project(
     req: HttpRequest,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let project: Project = access
-        .workspace(&ctx)
-        .get(resource_id::<Project>(&path.1)?)
-        .await?;
-    access.allow(IMPORTS_LIST)?;
+    let project = locate::<Project>(&ctx, &access, &path.1, IMPORTS_LIST).await?;
     list::<Import>(&ctx, &access, &req, Some(project.id)).await
 }
 

@@ -7,16 +7,17 @@ use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::actors::messages::OrgCommand;
-use crate::domain::commands::members::may_read_member;
 use crate::domain::commands::roles::parse_permissions;
 use crate::domain::error::ApiError;
 use crate::domain::member::MembershipView;
 use crate::domain::org_state::OrgState;
-use crate::domain::permissions::Permission;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{paginate, ListQuery, Page};
 use crate::http::problem::Problem;
+use crate::http::route_table::{
+    MEMBERS_ADD, MEMBERS_GET, MEMBERS_LIST, MEMBERS_REMOVE, MEMBERS_UPDATE,
+};
 use crate::http::{path_id, AppContext};
 use crate::ids::UserId;
 
@@ -78,7 +79,7 @@ fn member_id(path: &(String, String)) -> Result<UserId, ApiError> {
         (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/members")]
 async fn list_members(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    access.require(Permission::TeamRead)?;
+    access.allow(MEMBERS_LIST)?;
     let query = ListQuery::parse(&req)?;
     let wanted = match query.filters.get("permission") {
         Some(key) => parse_permissions(std::slice::from_ref(key))?,
@@ -111,13 +112,7 @@ async fn get_member(
     access: OrgAccess,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let user = member_id(&path)?;
-    may_read_member(&access.state, access.user, user)?;
-    let member = access
-        .state
-        .members
-        .get(&user)
-        .ok_or(ApiError::NotFound("member"))?;
+    let member = access.member(&path.1, MEMBERS_GET)?;
     Ok(HttpResponse::Ok().json(access.state.member_view(member)))
 }
 
@@ -136,6 +131,7 @@ async fn add_member(
     ctx.run_command(
         &access,
         &req,
+        MEMBERS_ADD,
         OrgCommand::AddMember(input),
         StatusCode::CREATED,
     )
@@ -155,9 +151,14 @@ async fn change_role(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let command = OrgCommand::ChangeMemberRole(member_id(&path)?, input);
-    ctx.run_command(&access, &req, command, StatusCode::OK)
-        .await
+    ctx.run_command(
+        &access,
+        &req,
+        MEMBERS_UPDATE,
+        OrgCommand::ChangeMemberRole(member_id(&path)?, input),
+        StatusCode::OK,
+    )
+    .await
 }
 
 /// Removes a member (`org:team:manage`, or yourself); emits `member.removed`.
@@ -172,7 +173,12 @@ async fn remove_member(
     req: HttpRequest,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let command = OrgCommand::RemoveMember(member_id(&path)?);
-    ctx.run_command(&access, &req, command, StatusCode::NO_CONTENT)
-        .await
+    ctx.run_command(
+        &access,
+        &req,
+        MEMBERS_REMOVE,
+        OrgCommand::RemoveMember(member_id(&path)?),
+        StatusCode::NO_CONTENT,
+    )
+    .await
 }

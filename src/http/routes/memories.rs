@@ -10,10 +10,10 @@ use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::org_routes::{delete_resource, get_resource, list, locate};
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
-use crate::http::resource_routes::*;
-use crate::http::resources::{delete_resource, get_resource, list, locate};
+use crate::http::route_table::*;
 use crate::http::AppContext;
 
 /// Registers the routes.

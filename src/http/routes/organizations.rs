@@ -10,6 +10,7 @@ use crate::domain::organization::Organization;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::problem::Problem;
+use crate::http::route_table::{ORG_GET, ORG_UPDATE};
 use crate::http::routes::admin::UpdateOrganization;
 use crate::http::AppContext;
 
@@ -22,8 +23,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[utoipa::path(tag = "organizations", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = Organization), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
-async fn get_org(access: OrgAccess) -> HttpResponse {
-    HttpResponse::Ok().json(&access.state.org)
+async fn get_org(access: OrgAccess) -> Result<HttpResponse, ApiError> {
+    access.allow(ORG_GET)?;
+    Ok(HttpResponse::Ok().json(&access.state.org))
 }
 
 /// Renames the organization (`org:settings:manage`) or changes its plan (`org:billing:manage`).
@@ -41,6 +43,7 @@ async fn update_org(
     ctx.run_command(
         &access,
         &req,
+        ORG_UPDATE,
         OrgCommand::UpdateOrganization(input),
         StatusCode::OK,
     )

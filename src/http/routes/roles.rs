@@ -9,7 +9,6 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::actors::messages::OrgCommand;
 use crate::domain::access::IfMatch;
-use crate::domain::commands::roles::role_members_allowed;
 use crate::domain::error::ApiError;
 use crate::domain::member::MembershipView;
 use crate::domain::role::RoleView;
@@ -17,6 +16,9 @@ use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{paginate, ListQuery, Page};
 use crate::http::problem::Problem;
+use crate::http::route_table::{
+    ROLES_CREATE, ROLES_DELETE, ROLES_GET, ROLES_LIST, ROLES_UPDATE, ROLE_MEMBERS,
+};
 use crate::http::{path_id, AppContext};
 use crate::ids::RoleId;
 
@@ -82,6 +84,7 @@ fn if_match(req: &HttpRequest) -> Option<IfMatch> {
     responses((status = 200, body = Page<RoleView>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[get("/roles")]
 async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    access.allow(ROLES_LIST)?;
     let query = ListQuery::parse(&req)?;
     let state = &access.state;
     let page = |cursor: Option<&[u8]>, limit: Option<usize>| {
@@ -114,11 +117,7 @@ async fn get_role(
     access: OrgAccess,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let role = access
-        .state
-        .roles
-        .get(&role_id(&path)?)
-        .ok_or(ApiError::NotFound("role"))?;
+    let role = access.role(&path.1, ROLES_GET)?;
     Ok(HttpResponse::Ok()
         .insert_header(("ETag", role.etag()))
         .json(access.state.role_view(role)))
@@ -140,6 +139,7 @@ async fn create_role(
     ctx.run_command(
         &access,
         &req,
+        ROLES_CREATE,
         OrgCommand::CreateRole(input),
         StatusCode::CREATED,
     )
@@ -161,9 +161,14 @@ async fn update_role(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    let command = OrgCommand::UpdateRole(role_id(&path)?, if_match(&req), input);
-    ctx.run_command(&access, &req, command, StatusCode::OK)
-        .await
+    ctx.run_command(
+        &access,
+        &req,
+        ROLES_UPDATE,
+        OrgCommand::UpdateRole(role_id(&path)?, if_match(&req), input),
+        StatusCode::OK,
+    )
+    .await
 }
 
 /// Deletes a custom role without members (`org:settings:manage`, Enterprise plan).
@@ -179,9 +184,14 @@ async fn delete_role(
     req: HttpRequest,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let command = OrgCommand::DeleteRole(role_id(&path)?, if_match(&req));
-    ctx.run_command(&access, &req, command, StatusCode::NO_CONTENT)
-        .await
+    ctx.run_command(
+        &access,
+        &req,
+        ROLES_DELETE,
+        OrgCommand::DeleteRole(role_id(&path)?, if_match(&req)),
+        StatusCode::NO_CONTENT,
+    )
+    .await
 }
 
 /// Members holding the role (`org:team:read`).
@@ -196,8 +206,7 @@ async fn role_members(
     req: HttpRequest,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let role = role_id(&path)?;
-    role_members_allowed(&access.state, access.user, role)?;
+    let role = access.role(&path.1, ROLE_MEMBERS)?.id;
     let query = ListQuery::parse(&req)?;
     let state = &access.state;
     let rows = state

@@ -12,12 +12,15 @@ use crate::domain::change::Write;
 use crate::domain::delivery::{Job, LogRecord, LogView, Outcome};
 use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
-use crate::domain::permissions::Permission;
 use crate::domain::webhook::{EventSet, PassedTest, WebhookView};
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{encode_cursor, ListQuery, Page};
 use crate::http::problem::Problem;
+use crate::http::route_table::{
+    RouteSpec, DELIVERIES_LIST, DELIVERIES_REDELIVER, WEBHOOK_DELETE, WEBHOOK_GET, WEBHOOK_ROTATE,
+    WEBHOOK_SAVE, WEBHOOK_TEST,
+};
 use crate::http::{path_id, AppContext};
 use crate::ids::{DeliveryId, LogId, TestId};
 use crate::storage::LogFilter;
@@ -96,12 +99,7 @@ pub struct Redelivery {
     responses((status = 200, body = WebhookView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/webhook")]
 async fn get_webhook(access: OrgAccess) -> Result<HttpResponse, ApiError> {
-    let endpoint = access
-        .state
-        .webhook
-        .clone()
-        .ok_or(ApiError::NotFound("webhook"))?;
-    access.require(Permission::SettingsRead)?;
+    let endpoint = access.webhook(WEBHOOK_GET)?;
     Ok(HttpResponse::Ok().json(endpoint.view()))
 }
 
@@ -116,7 +114,7 @@ async fn test_webhook(
     ctx: web::Data<AppContext>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    access.require(Permission::SettingsManage)?;
+    access.allow(WEBHOOK_TEST)?;
     let body: TestWebhook = input.parse()?;
     let events = EventSet::parse(&body.events)?;
     let url = parse_url(&body.url, ctx.client.policy)
@@ -169,7 +167,7 @@ async fn save_webhook(
     req: HttpRequest,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
-    access.require(Permission::SettingsManage)?;
+    access.allow(WEBHOOK_SAVE)?;
     let body: SaveWebhook = input.parse()?;
     let required = ApiError::TestRequired(
         "save needs a passed test of the last 15 minutes that was not used before",
@@ -177,8 +175,14 @@ async fn save_webhook(
     let test_id = TestId::parse(&body.test_id)
         .ok_or_else(|| ApiError::invalid("test_id", "must be a test id (UUID)"))?;
     let test = ctx.tests.take(access.org_id(), test_id).ok_or(required)?;
-    ctx.run_command(&access, &req, OrgCommand::SaveWebhook(test), StatusCode::OK)
-        .await
+    ctx.run_command(
+        &access,
+        &req,
+        WEBHOOK_SAVE,
+        OrgCommand::SaveWebhook(test),
+        StatusCode::OK,
+    )
+    .await
 }
 
 /// A new signing secret, shown once; the old one stops working at once (`org:settings:manage`).
@@ -190,8 +194,14 @@ async fn rotate_webhook(
     ctx: web::Data<AppContext>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    ctx.run_command(&access, &req, OrgCommand::RotateWebhook, StatusCode::OK)
-        .await
+    ctx.run_command(
+        &access,
+        &req,
+        WEBHOOK_ROTATE,
+        OrgCommand::RotateWebhook,
+        StatusCode::OK,
+    )
+    .await
 }
 
 /// Removes the endpoint; queued attempts are dropped and logged (`org:settings:manage`).
@@ -206,6 +216,7 @@ async fn delete_webhook(
     ctx.run_command(
         &access,
         &req,
+        WEBHOOK_DELETE,
         OrgCommand::DeleteWebhook,
         StatusCode::NO_CONTENT,
     )
@@ -237,7 +248,7 @@ async fn list_deliveries(
     ctx: web::Data<AppContext>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    access.require(Permission::SettingsRead)?;
+    access.allow(DELIVERIES_LIST)?;
     let query = ListQuery::parse(&req)?;
     let before = query.cursor_id(LogId::from_slice)?;
     let event = match query.filters.get("event") {
@@ -290,13 +301,7 @@ async fn redeliver(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
-    let delivery = path_id(&path.1, "delivery", DeliveryId::parse)?;
-    let record = ctx
-        .store
-        .find_delivery(access.org_id(), delivery)
-        .await?
-        .ok_or(ApiError::NotFound("delivery"))?;
-    access.require(Permission::SettingsManage)?;
+    let record = logged_delivery(&ctx, &access, &path.1, DELIVERIES_REDELIVER).await?;
     if access.state.webhook.is_none() {
         return Err(ApiError::NotFound("webhook"));
     }
@@ -306,4 +311,22 @@ async fn redeliver(
         .commit(Commit::writes(vec![Write::PutJob(job)]))
         .await?;
     Ok(HttpResponse::Accepted().json(Redelivery { delivery_id }))
+}
+
+/// The newest log record of the delivery the path names (404), then 403
+/// unless `route` allows.
+async fn logged_delivery(
+    ctx: &AppContext,
+    access: &OrgAccess,
+    raw_id: &str,
+    route: RouteSpec,
+) -> Result<LogRecord, ApiError> {
+    let delivery = path_id(raw_id, "delivery", DeliveryId::parse)?;
+    let record = ctx
+        .store
+        .find_delivery(access.org_id(), delivery)
+        .await?
+        .ok_or(ApiError::NotFound("delivery"))?;
+    access.allow(route)?;
+    Ok(record)
 }

@@ -1,4 +1,8 @@
-//! Helpers shared by the workspace-resource routes.
+//! How organization routes find what their path names and check what
+//! their route needs, in the contract's order (404, then 403); and the
+//! helpers shared by the workspace-resource routes.
+
+use std::sync::Arc;
 
 use actix_web::{HttpRequest, HttpResponse};
 use serde::Serialize;
@@ -6,18 +10,64 @@ use utoipa::ToSchema;
 
 use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
+use crate::domain::member::Membership;
 use crate::domain::resources::Resource;
+use crate::domain::role::Role;
+use crate::domain::webhook::WebhookEndpoint;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{encode_cursor, ListQuery, Page};
-use crate::http::resource_routes::RouteSpec;
+use crate::http::route_table::RouteSpec;
 use crate::http::{path_id, AppContext};
-use crate::ids::ResourceId;
+use crate::ids::{ResourceId, RoleId, UserId};
 use crate::workspace::Workspace;
 
 impl OrgAccess {
     /// 403 FORBIDDEN unless the caller holds every key `route` needs.
     pub fn allow(&self, route: RouteSpec) -> Result<(), ApiError> {
-        route.requires.iter().try_for_each(|key| self.require(*key))
+        route.needs().check(self.permissions, self.caller(), None)
+    }
+
+    /// As [`allow`](Self::allow), for a route acting on `target`'s
+    /// membership (which may spare oneself).
+    pub fn allow_on(&self, route: RouteSpec, target: UserId) -> Result<(), ApiError> {
+        route
+            .needs()
+            .check(self.permissions, self.caller(), Some(target))
+    }
+
+    /// The role named by the path (404), then 403 unless `route` allows.
+    pub fn role(&self, raw_id: &str, route: RouteSpec) -> Result<&Arc<Role>, ApiError> {
+        let id = path_id(raw_id, "role", RoleId::parse)?;
+        let role = self
+            .state
+            .roles
+            .get(&id)
+            .ok_or(ApiError::NotFound("role"))?;
+        self.allow(route)?;
+        Ok(role)
+    }
+
+    /// The membership named by the path (404), then 403 unless `route` allows.
+    pub fn member(&self, raw_id: &str, route: RouteSpec) -> Result<&Arc<Membership>, ApiError> {
+        let id = path_id(raw_id, "member", UserId::parse)?;
+        let member = self
+            .state
+            .members
+            .get(&id)
+            .ok_or(ApiError::NotFound("member"))?;
+        self.allow_on(route, id)?;
+        Ok(member)
+    }
+
+    /// The webhook endpoint (404 when none), then 403 unless `route` allows.
+    pub fn webhook(&self, route: RouteSpec) -> Result<&Arc<WebhookEndpoint>, ApiError> {
+        let endpoint = self
+            .state
+            .webhook
+            .as_ref()
+            .ok_or(ApiError::NotFound("webhook"))?;
+        self.allow(route)?;
+        Ok(endpoint)
     }
 
     /// The organization's resources, as seen by this request.
@@ -27,7 +77,7 @@ impl OrgAccess {
 }
 
 /// A resource id from the path: 404 naming the kind when malformed.
-pub fn resource_id<T: Resource>(raw: &str) -> Result<ResourceId, ApiError> {
+fn resource_id<T: Resource>(raw: &str) -> Result<ResourceId, ApiError> {
     path_id(raw, T::NAME, ResourceId::parse)
 }
 

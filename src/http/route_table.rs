@@ -1,7 +1,12 @@
-//! The route table of the workspace resources: which key each route needs.
-//! The handlers check exactly these, and the permission-matrix test is
-//! generated from this same table, so no route can be forgotten.
+//! The route table of every organization route: which key each needs. It is
+//! the one place that says so. Each handler names its route on its first
+//! line, and the check happens through it at the contract's step (after the
+//! 404s): [`OrgAccess::allow`](crate::http::extract::OrgAccess::allow) and
+//! `locate` for reads and workspace changes, the command itself (given the
+//! route's [`Needs`]) for the organization's commands. The permission-matrix
+//! test is generated from the workspace part, so no route can be forgotten.
 
+use crate::domain::access::Needs;
 use crate::domain::permissions::Permission::{self, *};
 
 /// One route and the keys it needs (all of them).
@@ -11,21 +16,70 @@ pub struct RouteSpec {
     pub method: &'static str,
     /// Path template (as in the OpenAPI document).
     pub path: &'static str,
-    /// Keys the caller must hold; empty when the key depends on the request
-    /// (decision status moves: see
+    /// Keys the caller must hold; empty when any member may, or when the
+    /// key depends on the request (an organization's PATCH: see
+    /// `commands::organization`; decision status moves: see
     /// [`crate::domain::resources::decisions::DECISION_MOVES`]).
     pub requires: &'static [Permission],
+    /// A member acting on their own membership needs none of them.
+    pub or_self: bool,
+}
+
+impl RouteSpec {
+    /// What a command run by this route needs.
+    pub const fn needs(self) -> Needs {
+        Needs {
+            keys: self.requires,
+            or_self: self.or_self,
+        }
+    }
 }
 
 macro_rules! routes {
-    ($( $name:ident = $method:literal $path:literal [$($key:ident),*]; )*) => {
-        $( #[doc = concat!($method, " ", $path)] pub const $name: RouteSpec = RouteSpec { method: $method, path: $path, requires: &[$($key),*] }; )*
-        /// Every workspace route.
-        pub const ROUTES: &[RouteSpec] = &[$($name),*];
+    ($table:ident: $( $name:ident = $method:literal $path:literal [$($key:ident),*] $($or_self:ident)?; )*) => {
+        $(
+            #[doc = concat!($method, " ", $path)]
+            pub const $name: RouteSpec = RouteSpec {
+                method: $method,
+                path: $path,
+                requires: &[$($key),*],
+                or_self: routes!(@or_self $($or_self)?),
+            };
+        )*
+        /// The routes of this part of the table.
+        pub const $table: &[RouteSpec] = &[$($name),*];
     };
+    (@or_self or_self) => { true };
+    (@or_self) => { false };
 }
 
 routes! {
+    ORGANIZATION_ROUTES:
+    ORG_GET = "GET" "/organizations/{org_id}" [];
+    ORG_UPDATE = "PATCH" "/organizations/{org_id}" [];
+    ROLES_LIST = "GET" "/organizations/{org_id}/roles" [];
+    ROLES_GET = "GET" "/organizations/{org_id}/roles/{role_id}" [];
+    ROLES_CREATE = "POST" "/organizations/{org_id}/roles" [SettingsManage];
+    ROLES_UPDATE = "PATCH" "/organizations/{org_id}/roles/{role_id}" [SettingsManage];
+    ROLES_DELETE = "DELETE" "/organizations/{org_id}/roles/{role_id}" [SettingsManage];
+    ROLE_MEMBERS = "GET" "/organizations/{org_id}/roles/{role_id}/members" [TeamRead];
+    MEMBERS_LIST = "GET" "/organizations/{org_id}/members" [TeamRead];
+    MEMBERS_GET = "GET" "/organizations/{org_id}/members/{user_id}" [TeamRead] or_self;
+    MEMBERS_ADD = "POST" "/organizations/{org_id}/members" [TeamInvite];
+    MEMBERS_UPDATE = "PATCH" "/organizations/{org_id}/members/{user_id}" [TeamManage];
+    MEMBERS_REMOVE = "DELETE" "/organizations/{org_id}/members/{user_id}" [TeamManage] or_self;
+    AUDIT_LOG = "GET" "/organizations/{org_id}/audit-log" [SettingsRead];
+    WEBHOOK_GET = "GET" "/organizations/{org_id}/webhook" [SettingsRead];
+    WEBHOOK_TEST = "POST" "/organizations/{org_id}/webhook/test" [SettingsManage];
+    WEBHOOK_SAVE = "PUT" "/organizations/{org_id}/webhook" [SettingsManage];
+    WEBHOOK_ROTATE = "POST" "/organizations/{org_id}/webhook/rotate" [SettingsManage];
+    WEBHOOK_DELETE = "DELETE" "/organizations/{org_id}/webhook" [SettingsManage];
+    DELIVERIES_LIST = "GET" "/organizations/{org_id}/webhook/deliveries" [SettingsRead];
+    DELIVERIES_REDELIVER = "POST" "/organizations/{org_id}/webhook/deliveries/{delivery_id}/redeliver" [SettingsManage];
+}
+
+routes! {
+    WORKSPACE_ROUTES:
     DECISIONS_CREATE = "POST" "/organizations/{org_id}/decisions" [DecisionsCreate];
     DECISIONS_LIST = "GET" "/organizations/{org_id}/decisions" [DecisionsRead];
     DECISIONS_GET = "GET" "/organizations/{org_id}/decisions/{id}" [DecisionsRead];
