@@ -15,7 +15,7 @@ use crate::domain::resources::Resource;
 use crate::domain::role::Role;
 use crate::domain::webhook::WebhookEndpoint;
 use crate::http::extract::OrgAccess;
-use crate::http::paging::{encode_cursor, ListQuery, Page};
+use crate::http::paging::{ListQuery, Page};
 use crate::http::route_table::RouteSpec;
 use crate::http::{path_id, AppContext};
 use crate::ids::{ResourceId, RoleId, UserId};
@@ -95,15 +95,7 @@ pub async fn list<T: Resource + ToSchema>(
         .workspace(ctx)
         .page::<T>(before, query.limit_or_default(), parent)
         .await?;
-    let next_cursor = if page.more {
-        page.items.last().map(|r| encode_cursor(r.id().as_bytes()))
-    } else {
-        None
-    };
-    Ok(HttpResponse::Ok().json(Page {
-        items: page.items,
-        next_cursor,
-    }))
+    Ok(HttpResponse::Ok().json(Page::of_records(page, |r| *r.id().as_bytes(), |r| r)))
 }
 
 /// The resource named by the path, checked in the contract's order: 404

@@ -128,6 +128,26 @@ pub fn encode_cursor(key: &[u8]) -> String {
     URL_SAFE_NO_PAD.encode(key)
 }
 
+impl<T: ToSchema> Page<T> {
+    /// The answer for a newest-first page the store read: each record shown
+    /// with `view`; the cursor, when more remain, is the last record's id
+    /// (`id_of`).
+    pub fn of_records<R>(
+        page: crate::storage::Page<R>,
+        id_of: impl Fn(&R) -> [u8; 16],
+        view: impl Fn(R) -> T,
+    ) -> Self {
+        let next_cursor = page
+            .more
+            .then(|| page.items.last().map(|r| encode_cursor(&id_of(r))))
+            .flatten();
+        Page {
+            items: page.items.into_iter().map(view).collect(),
+            next_cursor,
+        }
+    }
+}
+
 fn decode_cursor(text: &str) -> Result<Vec<u8>, ApiError> {
     match URL_SAFE_NO_PAD.decode(text) {
         Ok(bytes) if !bytes.is_empty() && bytes.len() <= 512 => Ok(bytes),

@@ -6,7 +6,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use crate::domain::audit::AuditView;
 use crate::domain::error::ApiError;
 use crate::http::extract::OrgAccess;
-use crate::http::paging::{encode_cursor, ListQuery, Page};
+use crate::http::paging::{ListQuery, Page};
 use crate::http::problem::Problem;
 use crate::http::route_table::AUDIT_LOG;
 use crate::http::AppContext;
@@ -39,13 +39,5 @@ async fn audit_log(
         .store
         .audit_page(org, before, query.limit_or_default(), action)
         .await?;
-    let next_cursor = if page.more {
-        page.items.last().map(|r| encode_cursor(r.id.as_bytes()))
-    } else {
-        None
-    };
-    Ok(HttpResponse::Ok().json(Page {
-        items: page.items.iter().map(|r| r.view()).collect(),
-        next_cursor,
-    }))
+    Ok(HttpResponse::Ok().json(Page::of_records(page, |r| *r.id.as_bytes(), |r| r.view())))
 }

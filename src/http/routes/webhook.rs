@@ -15,7 +15,7 @@ use crate::domain::event::EventKind;
 use crate::domain::webhook::{EventSet, PassedTest, WebhookView};
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
-use crate::http::paging::{encode_cursor, ListQuery, Page};
+use crate::http::paging::{ListQuery, Page};
 use crate::http::problem::Problem;
 use crate::http::route_table::{
     RouteSpec, DELIVERIES_LIST, DELIVERIES_REDELIVER, WEBHOOK_DELETE, WEBHOOK_GET, WEBHOOK_ROTATE,
@@ -280,15 +280,7 @@ async fn list_deliveries(
         .store
         .delivery_log_page(access.org_id(), before, query.limit_or_default(), filter)
         .await?;
-    let next_cursor = if page.more {
-        page.items.last().map(|r| encode_cursor(r.id.as_bytes()))
-    } else {
-        None
-    };
-    Ok(HttpResponse::Ok().json(Page {
-        items: page.items.iter().map(LogRecord::view).collect(),
-        next_cursor,
-    }))
+    Ok(HttpResponse::Ok().json(Page::of_records(page, |r| *r.id.as_bytes(), |r| r.view())))
 }
 
 /// Sends a logged delivery's envelope again as a new delivery (`org:settings:manage`).
