@@ -4,9 +4,9 @@
 //! seal is a `pwrite` + `sync_file_range` on sled's I/O pool, whose
 //! `notify_all` wakes all seven of its threads. One transaction per request
 //! therefore cost more CPU than the request itself. So a request hands its
-//! writes here ([`GroupCommit::commit`]), and one thread applies everyone's
-//! writes gathered since its last round in one transaction, flushes once,
-//! and answers each. Writers that committed on their own and only need
+//! row operations here ([`GroupCommit::commit`]), encoded already on its
+//! own thread, and one thread applies everyone's gathered since its last
+//! round in one transaction, flushes once, and answers each. Writers that committed on their own and only need
 //! durability ask for it with [`GroupCommit::durable`].
 //!
 //! The thread first waits a short window to gather more writers (like
@@ -20,20 +20,19 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::write::commit_to;
-use crate::domain::change::Write;
+use super::write::{commit_to, Op};
 use crate::storage::StoreError;
 
 /// Why a flush failed: one cause shared by every writer of the round.
 type FlushFailure = Arc<dyn std::error::Error + Send + Sync>;
 type FlushWaiter = oneshot::Sender<Result<(), FlushFailure>>;
-type CommitWaiter = oneshot::Sender<Result<Vec<Write>, StoreError>>;
+type CommitWaiter = oneshot::Sender<Result<(), StoreError>>;
 
 enum Request {
     /// Make everything committed so far durable.
     Durable(FlushWaiter),
     /// Commit these writes atomically, then make them durable.
-    Commit(Vec<Write>, CommitWaiter),
+    Commit(Vec<Op>, CommitWaiter),
 }
 
 /// Handle to the committing thread.
@@ -92,12 +91,12 @@ impl GroupCommit {
             .map_err(StoreError::Flush)
     }
 
-    /// Commits `writes` atomically (in a transaction shared with other
-    /// callers' writes) and makes them durable; gives them back.
-    pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
+    /// Applies `ops` atomically (in a transaction shared with other
+    /// callers' operations) and makes them durable.
+    pub async fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.requests
-            .send(Request::Commit(writes, tx))
+            .send(Request::Commit(ops, tx))
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
     }
@@ -121,11 +120,11 @@ fn run_round(db: &::sled::Db, trees: &[::sled::Tree], round: Vec<Request>) {
     if let Err(err) = &flushed {
         tracing::error!(error = %err, "storage flush failed");
     }
-    for ((writes, waiter), result) in commits.into_iter().zip(committed) {
+    for ((_, waiter), result) in commits.into_iter().zip(committed) {
         let answer = match (result, &flushed) {
             (Err(err), _) => Err(err),
             (Ok(()), Err(err)) => Err(StoreError::Flush(err.clone())),
-            (Ok(()), Ok(())) => Ok(writes),
+            (Ok(()), Ok(())) => Ok(()),
         };
         let _ = waiter.send(answer);
     }
@@ -139,15 +138,15 @@ fn run_round(db: &::sled::Db, trees: &[::sled::Tree], round: Vec<Request>) {
 /// only the offending one fails.
 fn commit_all(
     trees: &[::sled::Tree],
-    commits: &[(Vec<Write>, CommitWaiter)],
+    commits: &[(Vec<Op>, CommitWaiter)],
 ) -> Vec<Result<(), StoreError>> {
-    let together = commits.iter().flat_map(|(writes, _)| writes.iter());
+    let together = commits.iter().flat_map(|(ops, _)| ops.iter());
     match commit_to(trees, together) {
         Ok(()) => commits.iter().map(|_| Ok(())).collect(),
         Err(err) if commits.len() == 1 => vec![Err(err)],
         Err(_) => commits
             .iter()
-            .map(|(writes, _)| commit_to(trees, writes.iter()))
+            .map(|(ops, _)| commit_to(trees, ops.iter()))
             .collect(),
     }
 }

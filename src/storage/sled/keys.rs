@@ -77,6 +77,11 @@ impl TreeName {
     pub const fn index(self) -> usize {
         self as usize
     }
+
+    /// The same name, borrowed for the whole program.
+    pub fn as_static(self) -> &'static TreeName {
+        &TreeName::ALL[self.index()]
+    }
 }
 
 /// `a | b` as one key.

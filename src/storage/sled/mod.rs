@@ -1,9 +1,10 @@
 //! The embedded engine: sled, with bincode values. The only code that knows
 //! either.
 //!
-//! Writes reach it in two ways. [`SledStore::commit`] hands them to the
-//! commit thread ([`group_commit`]), which applies the writes of every
-//! request of its round in one transaction and flushes once; a
+//! Writes reach it in two ways, encoded into row operations on the
+//! writer's thread first. [`SledStore::commit`] hands them to the commit
+//! thread ([`group_commit`]), which applies those of every request of its
+//! round in one transaction and flushes once; a
 //! read-modify-write of a resource ([`SledStore::update_resource`]) and a
 //! batch of delivery results ([`SledStore::append`]) run their own
 //! transaction on the caller's thread and ask the same thread only for the
@@ -33,7 +34,7 @@ use crate::storage::{Loaded, LogFilter, Page, StoreError};
 use codec::decode;
 use group_commit::GroupCommit;
 use keys::TreeName;
-use write::{apply, commit_to, lift, lift_read, transaction, Aborted};
+use write::{apply, commit_to, lift, lift_read, prepare, transaction, Aborted};
 
 /// The storage layout this build reads and writes: tree names and value
 /// encodings. A change gets a new number and a migration on open.
@@ -113,12 +114,14 @@ impl SledStore {
 
     /// See [`crate::storage::Store::commit`].
     pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
-        self.committer.commit(writes).await
+        let ops = prepare(&writes)?;
+        self.committer.commit(ops).await?;
+        Ok(writes)
     }
 
     /// See [`crate::storage::Store::append`].
     pub fn append(&self, writes: &[Write]) -> Result<(), StoreError> {
-        commit_to(&self.trees, writes.iter())
+        commit_to(&self.trees, prepare(writes)?.iter())
     }
 
     /// See [`crate::storage::Store::update_resource`]. The transaction covers
@@ -147,8 +150,10 @@ impl SledStore {
             };
             let (writes, outcome) = decide(current)
                 .map_err(|err| ConflictableTransactionError::Abort(Aborted::Decided(err)))?;
-            for write in &writes {
-                apply(views, write).map_err(lift)?;
+            let ops = prepare(&writes)
+                .map_err(|err| ConflictableTransactionError::Abort(Aborted::Store(err)))?;
+            for op in &ops {
+                apply(views, op).map_err(lift)?;
             }
             Ok((writes, outcome))
         })

@@ -1,8 +1,8 @@
-//! Writes: how each domain [`Write`] becomes rows of sled trees, inside one
-//! transaction covering only the trees the writes touch (so writers of
-//! unrelated trees do not contend). The Owner/Member rules of seed 2.4 are
-//! enforced here, inside the transaction, so no code path can alter Owner
-//! or delete Member.
+//! Writes: how each domain [`Write`] becomes row operations on sled trees
+//! ([`prepare`], on the writer's thread), applied in one transaction
+//! covering only the trees they touch (so writers of unrelated trees do not
+//! contend). The Owner/Member rules of seed 2.4 are enforced here, inside
+//! the transaction, so no code path can alter Owner or delete Member.
 
 use ::sled::transaction::{
     ConflictableTransactionError, TransactionError, TransactionalTree, UnabortableTransactionError,
@@ -23,10 +23,6 @@ pub type TxResult<T> = Result<T, ConflictableTransactionError<StoreError>>;
 
 fn abort<T>(err: StoreError) -> TxResult<T> {
     Err(ConflictableTransactionError::Abort(err))
-}
-
-fn enc<T: serde::Serialize + ?Sized>(value: &T) -> TxResult<Vec<u8>> {
-    encode(value).map_err(ConflictableTransactionError::Abort)
 }
 
 /// The transactional views of the trees one transaction covers.
@@ -50,24 +46,6 @@ impl Views<'_> {
 #[derive(Debug, thiserror::Error)]
 #[error("tree {0} is outside this transaction")]
 struct OutsideTransaction(&'static str);
-
-/// The trees a write reads or writes.
-fn trees_of(write: &Write) -> &'static [TreeName] {
-    use TreeName::*;
-    match write {
-        Write::Edit(Edit::PutOrg(_)) => &[Orgs],
-        Write::Edit(Edit::PutRole(_) | Edit::DeleteRole(..)) => &[Roles, Orgs],
-        Write::Edit(Edit::PutMember(_) | Edit::DeleteMember(..)) => &[Members],
-        Write::Edit(Edit::PutWebhook(_) | Edit::DeleteWebhook(_)) => &[Webhooks],
-        Write::PutUser(_) => &[Users, UserEmails],
-        Write::PutToken(_) | Write::DeleteToken(_) => &[Tokens, TokenIds],
-        Write::Audit(_) => &[Audit],
-        Write::PutJob(_) | Write::DeleteJob(_) => &[Outbox],
-        Write::Log(_) => &[DeliveryLog],
-        Write::PutResource(..) | Write::DeleteResource(..) => &[Resources],
-        Write::AdminToken(_) => &[Meta],
-    }
-}
 
 /// Runs `body` in one transaction over `names` (each once, in order).
 pub fn transaction<A, E>(
@@ -128,144 +106,152 @@ pub fn lift_read<E>(err: UnabortableTransactionError) -> ConflictableTransaction
     lift(err.into())
 }
 
-/// Applies `writes` to `trees` in one transaction covering the trees they touch.
-pub fn commit_to<'w>(
+/// One row operation of a write, encoded already: writers prepare their
+/// own (on their own thread), so the commit thread, which every durable
+/// write passes through, only applies them.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Insert or replace a row.
+    Put(TreeName, Vec<u8>, Vec<u8>),
+    /// Remove a row.
+    Remove(TreeName, Vec<u8>),
+    /// Seed 2.4, checked inside the transaction before a role row is put.
+    GuardRolePut(Box<Role>),
+    /// Seed 2.4, checked inside the transaction before a role row is removed.
+    GuardRoleDelete(OrgId, RoleId),
+}
+
+impl Op {
+    /// The tree it reads or writes.
+    fn trees(&self) -> &'static [TreeName] {
+        match self {
+            Op::Put(tree, ..) | Op::Remove(tree, _) => std::slice::from_ref(tree.as_static()),
+            // A role guard reads the role, and whether its organization exists yet.
+            Op::GuardRolePut(_) | Op::GuardRoleDelete(..) => &[TreeName::Roles, TreeName::Orgs],
+        }
+    }
+}
+
+/// The row operations of `writes`, in order.
+pub fn prepare<'w>(writes: impl IntoIterator<Item = &'w Write>) -> Result<Vec<Op>, StoreError> {
+    let mut ops = Vec::new();
+    for write in writes {
+        prepare_one(write, &mut ops)?;
+    }
+    Ok(ops)
+}
+
+fn prepare_one(write: &Write, ops: &mut Vec<Op>) -> Result<(), StoreError> {
+    use TreeName::*;
+    match write {
+        Write::Edit(edit) => prepare_edit(edit, ops)?,
+        Write::PutUser(user) => {
+            ops.push(Op::Put(Users, user.id.as_bytes().to_vec(), encode(user)?));
+            let email = fold(&user.email).into_bytes();
+            ops.push(Op::Put(UserEmails, email, user.id.as_bytes().to_vec()));
+        }
+        Write::PutToken(token) => {
+            ops.push(Op::Put(Tokens, token.sha256.to_vec(), encode(token)?));
+            let id = keys::token_id(token.id).to_vec();
+            ops.push(Op::Put(TokenIds, id, token.sha256.to_vec()));
+        }
+        Write::DeleteToken(token) => {
+            ops.push(Op::Remove(Tokens, token.sha256.to_vec()));
+            ops.push(Op::Remove(TokenIds, keys::token_id(token.id).to_vec()));
+        }
+        Write::Audit(record) => {
+            let key = keys::audit(record.organization_id, record.id).to_vec();
+            ops.push(Op::Put(Audit, key, encode(record)?));
+        }
+        Write::PutJob(job) => {
+            ops.push(Op::Put(Outbox, job.delivery_id.as_bytes().to_vec(), encode(job)?));
+        }
+        Write::DeleteJob(id) => ops.push(Op::Remove(Outbox, id.as_bytes().to_vec())),
+        Write::Log(record) => {
+            let key = keys::delivery_log(record.organization_id, record.id).to_vec();
+            ops.push(Op::Put(DeliveryLog, key, encode(record)?));
+        }
+        Write::PutResource(org, value) => {
+            let key = keys::resource(*org, value.kind(), value.id()).to_vec();
+            ops.push(Op::Put(Resources, key, encode(value)?));
+        }
+        Write::DeleteResource(org, kind, id) => {
+            ops.push(Op::Remove(Resources, keys::resource(*org, *kind, *id).to_vec()));
+        }
+        Write::AdminToken(hash) => {
+            ops.push(Op::Put(Meta, keys::ADMIN_TOKEN_SHA256.to_vec(), hash.to_vec()));
+        }
+    }
+    Ok(())
+}
+
+fn prepare_edit(edit: &Edit, ops: &mut Vec<Op>) -> Result<(), StoreError> {
+    use TreeName::*;
+    match edit {
+        Edit::PutOrg(org) => ops.push(Op::Put(Orgs, org.id.as_bytes().to_vec(), encode(org)?)),
+        Edit::PutRole(role) => {
+            ops.push(Op::GuardRolePut(Box::new(role.clone())));
+            let key = keys::role(role.organization_id, role.id).to_vec();
+            ops.push(Op::Put(Roles, key, encode(role)?));
+        }
+        Edit::DeleteRole(org, role) => {
+            ops.push(Op::GuardRoleDelete(*org, *role));
+            ops.push(Op::Remove(Roles, keys::role(*org, *role).to_vec()));
+        }
+        Edit::PutMember(member) => {
+            let key = keys::member(member.organization_id, member.user_id).to_vec();
+            ops.push(Op::Put(Members, key, encode(member)?));
+        }
+        Edit::DeleteMember(org, user) => {
+            ops.push(Op::Remove(Members, keys::member(*org, *user).to_vec()));
+        }
+        Edit::PutWebhook(endpoint) => {
+            let key = endpoint.organization_id.as_bytes().to_vec();
+            ops.push(Op::Put(Webhooks, key, encode(endpoint)?));
+        }
+        Edit::DeleteWebhook(org) => ops.push(Op::Remove(Webhooks, org.as_bytes().to_vec())),
+    }
+    Ok(())
+}
+
+/// The trees `ops` touch, for a transaction covering only those.
+pub fn trees_of<'o>(ops: impl IntoIterator<Item = &'o Op>) -> impl Iterator<Item = TreeName> + Clone {
+    ops.into_iter()
+        .flat_map(Op::trees)
+        .copied()
+        .collect::<Vec<_>>()
+        .into_iter()
+}
+
+/// Applies `ops` to `trees` in one transaction covering the trees they touch.
+pub fn commit_to<'o>(
     trees: &[::sled::Tree],
-    writes: impl Iterator<Item = &'w Write> + Clone,
+    ops: impl Iterator<Item = &'o Op> + Clone,
 ) -> Result<(), StoreError> {
-    let names = writes.clone().flat_map(trees_of).copied();
+    let names = trees_of(ops.clone());
     if names.clone().next().is_none() {
         return Ok(());
     }
     transaction(trees, names, |views| {
-        for write in writes.clone() {
-            apply(views, write).map_err(lift::<StoreError>)?;
+        for op in ops.clone() {
+            apply(views, op).map_err(lift::<StoreError>)?;
         }
         Ok(())
     })
     .map_err(Aborted::into_error)
 }
 
-/// Applies one write inside a transaction.
-pub fn apply(views: &Views<'_>, write: &Write) -> TxResult<()> {
-    match write {
-        Write::Edit(edit) => apply_edit(views, edit),
-        Write::PutUser(user) => {
-            views
-                .tree(TreeName::Users)?
-                .insert(user.id.as_bytes().as_slice(), enc(user)?)?;
-            views
-                .tree(TreeName::UserEmails)?
-                .insert(fold(&user.email).as_bytes(), user.id.as_bytes().as_slice())?;
-            Ok(())
+/// Applies one row operation inside a transaction.
+pub fn apply(views: &Views<'_>, op: &Op) -> TxResult<()> {
+    match op {
+        Op::Put(tree, key, value) => {
+            views.tree(*tree)?.insert(key.as_slice(), value.as_slice())?;
         }
-        Write::PutToken(token) => {
-            views
-                .tree(TreeName::Tokens)?
-                .insert(token.sha256.as_slice(), enc(token)?)?;
-            views
-                .tree(TreeName::TokenIds)?
-                .insert(keys::token_id(token.id).as_slice(), token.sha256.as_slice())?;
-            Ok(())
+        Op::Remove(tree, key) => {
+            views.tree(*tree)?.remove(key.as_slice())?;
         }
-        Write::DeleteToken(token) => {
-            views
-                .tree(TreeName::Tokens)?
-                .remove(token.sha256.as_slice())?;
-            views
-                .tree(TreeName::TokenIds)?
-                .remove(keys::token_id(token.id).as_slice())?;
-            Ok(())
-        }
-        Write::Audit(record) => {
-            let key = keys::audit(record.organization_id, record.id);
-            views
-                .tree(TreeName::Audit)?
-                .insert(key.as_slice(), enc(record)?)?;
-            Ok(())
-        }
-        Write::PutJob(job) => {
-            views
-                .tree(TreeName::Outbox)?
-                .insert(job.delivery_id.as_bytes().as_slice(), enc(job)?)?;
-            Ok(())
-        }
-        Write::DeleteJob(id) => {
-            views
-                .tree(TreeName::Outbox)?
-                .remove(id.as_bytes().as_slice())?;
-            Ok(())
-        }
-        Write::Log(record) => {
-            let key = keys::delivery_log(record.organization_id, record.id);
-            views
-                .tree(TreeName::DeliveryLog)?
-                .insert(key.as_slice(), enc(record)?)?;
-            Ok(())
-        }
-        Write::PutResource(org, value) => {
-            let key = keys::resource(*org, value.kind(), value.id());
-            views
-                .tree(TreeName::Resources)?
-                .insert(key.as_slice(), enc(value)?)?;
-            Ok(())
-        }
-        Write::DeleteResource(org, kind, id) => {
-            let key = keys::resource(*org, *kind, *id);
-            views.tree(TreeName::Resources)?.remove(key.as_slice())?;
-            Ok(())
-        }
-        Write::AdminToken(hash) => {
-            views
-                .tree(TreeName::Meta)?
-                .insert(keys::ADMIN_TOKEN_SHA256, hash.as_slice())?;
-            Ok(())
-        }
-    }
-}
-
-fn apply_edit(views: &Views<'_>, edit: &Edit) -> TxResult<()> {
-    match edit {
-        Edit::PutOrg(org) => {
-            views
-                .tree(TreeName::Orgs)?
-                .insert(org.id.as_bytes().as_slice(), enc(org)?)?;
-        }
-        Edit::PutRole(role) => {
-            guard_role_put(views, role)?;
-            let key = keys::role(role.organization_id, role.id);
-            views
-                .tree(TreeName::Roles)?
-                .insert(key.as_slice(), enc(role)?)?;
-        }
-        Edit::DeleteRole(org, role) => {
-            guard_role_delete(views, *org, *role)?;
-            views
-                .tree(TreeName::Roles)?
-                .remove(keys::role(*org, *role).as_slice())?;
-        }
-        Edit::PutMember(member) => {
-            let key = keys::member(member.organization_id, member.user_id);
-            views
-                .tree(TreeName::Members)?
-                .insert(key.as_slice(), enc(member)?)?;
-        }
-        Edit::DeleteMember(org, user) => {
-            views
-                .tree(TreeName::Members)?
-                .remove(keys::member(*org, *user).as_slice())?;
-        }
-        Edit::PutWebhook(endpoint) => {
-            let key = endpoint.organization_id.as_bytes().as_slice();
-            views
-                .tree(TreeName::Webhooks)?
-                .insert(key, enc(endpoint)?)?;
-        }
-        Edit::DeleteWebhook(org) => {
-            views
-                .tree(TreeName::Webhooks)?
-                .remove(org.as_bytes().as_slice())?;
-        }
+        Op::GuardRolePut(role) => guard_role_put(views, role)?,
+        Op::GuardRoleDelete(org, role) => guard_role_delete(views, *org, *role)?,
     }
     Ok(())
 }
