@@ -73,6 +73,29 @@ mod tests {
         assert!(decode::<u8>(&[]).is_err());
     }
 
+    /// A resource travels to storage as `AnyResource`; its row must be the
+    /// bytes of the value itself, as data directories already hold them.
+    #[test]
+    fn a_resource_of_any_kind_is_stored_as_itself() {
+        use crate::domain::resources::projects::Project;
+        use crate::domain::resources::AnyResource;
+        use crate::ids::{OrgId, ResourceId};
+        let project = Project {
+            id: ResourceId::generate(),
+            organization_id: OrgId::generate(),
+            name: "Core".into(),
+            repository_url: Some("https://example.com/r".into()),
+            created_at: Timestamp(1_700_000_000_000),
+            updated_at: Timestamp(1_700_000_000_001),
+        };
+        let direct = encode(&project).unwrap_or_default();
+        let any = encode(&AnyResource::from(project.clone())).unwrap_or_default();
+        assert!(!direct.is_empty());
+        assert_eq!(any, direct);
+        let back: Option<Project> = decode(&any).ok();
+        assert_eq!(back, Some(project));
+    }
+
     #[test]
     fn json_objects_survive_the_binary_codec() {
         let mut map = serde_json::Map::new();

@@ -164,7 +164,11 @@ fn prepare_one(write: &Write, ops: &mut Vec<Op>) -> Result<(), StoreError> {
             ops.push(Op::Put(Audit, key, encode(record)?));
         }
         Write::PutJob(job) => {
-            ops.push(Op::Put(Outbox, job.delivery_id.as_bytes().to_vec(), encode(job)?));
+            ops.push(Op::Put(
+                Outbox,
+                job.delivery_id.as_bytes().to_vec(),
+                encode(job)?,
+            ));
         }
         Write::DeleteJob(id) => ops.push(Op::Remove(Outbox, id.as_bytes().to_vec())),
         Write::Log(record) => {
@@ -176,10 +180,17 @@ fn prepare_one(write: &Write, ops: &mut Vec<Op>) -> Result<(), StoreError> {
             ops.push(Op::Put(Resources, key, encode(value)?));
         }
         Write::DeleteResource(org, kind, id) => {
-            ops.push(Op::Remove(Resources, keys::resource(*org, *kind, *id).to_vec()));
+            ops.push(Op::Remove(
+                Resources,
+                keys::resource(*org, *kind, *id).to_vec(),
+            ));
         }
         Write::AdminToken(hash) => {
-            ops.push(Op::Put(Meta, keys::ADMIN_TOKEN_SHA256.to_vec(), hash.to_vec()));
+            ops.push(Op::Put(
+                Meta,
+                keys::ADMIN_TOKEN_SHA256.to_vec(),
+                hash.to_vec(),
+            ));
         }
     }
     Ok(())
@@ -215,7 +226,9 @@ fn prepare_edit(edit: &Edit, ops: &mut Vec<Op>) -> Result<(), StoreError> {
 }
 
 /// The trees `ops` touch, for a transaction covering only those.
-pub fn trees_of<'o>(ops: impl IntoIterator<Item = &'o Op>) -> impl Iterator<Item = TreeName> + Clone {
+pub fn trees_of<'o>(
+    ops: impl IntoIterator<Item = &'o Op>,
+) -> impl Iterator<Item = TreeName> + Clone {
     ops.into_iter()
         .flat_map(Op::trees)
         .copied()
@@ -245,7 +258,9 @@ pub fn commit_to<'o>(
 pub fn apply(views: &Views<'_>, op: &Op) -> TxResult<()> {
     match op {
         Op::Put(tree, key, value) => {
-            views.tree(*tree)?.insert(key.as_slice(), value.as_slice())?;
+            views
+                .tree(*tree)?
+                .insert(key.as_slice(), value.as_slice())?;
         }
         Op::Remove(tree, key) => {
             views.tree(*tree)?.remove(key.as_slice())?;
