@@ -21,10 +21,9 @@ use rustls_pki_types::CertificateDer;
 use crate::domain::delivery::{Answer, AttemptOutcome, LOGGED_BODY_MAX};
 use crate::secrets::Secret;
 use crate::time::Timestamp;
-use crate::webhooks::address_policy::is_public;
 use crate::webhooks::headers;
 use crate::webhooks::signing::{service_signature, standard_signature};
-use crate::webhooks::url::{parse_url, UrlPolicy};
+use crate::webhooks::url::{allowed_addresses, parse_url, UrlPolicy};
 
 /// What the operator configured for outbound requests.
 #[derive(Clone)]
@@ -78,16 +77,7 @@ impl Resolve for PolicyResolver {
         port: u16,
     ) -> LocalBoxFuture<'a, Result<Vec<SocketAddr>, Box<dyn std::error::Error>>> {
         Box::pin(async move {
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
-            let allowed: Vec<SocketAddr> = resolved
-                .into_iter()
-                .filter(|addr| self.allow_private_networks || is_public(addr.ip()))
-                .collect();
-            if allowed.is_empty() {
-                return Err(
-                    format!("{host} resolves only to refused (non-public) addresses").into(),
-                );
-            }
+            let allowed = allowed_addresses(host, port, self.allow_private_networks).await?;
             Ok(allowed)
         })
     }
@@ -222,7 +212,33 @@ pub fn truncate_body(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::truncate_body;
+    use super::*;
+
+    /// The connect-time check, which defeats DNS rebinding: a name is judged
+    /// on the addresses it resolves to when the attempt connects.
+    #[test]
+    fn the_resolver_refuses_names_resolving_only_to_refused_addresses() {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            panic!("no runtime")
+        };
+        let strict = PolicyResolver {
+            allow_private_networks: false,
+        };
+        let refused = runtime.block_on(strict.lookup("localhost", 9));
+        let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(
+            error,
+            "localhost resolves only to refused (non-public) addresses"
+        );
+        let open = PolicyResolver {
+            allow_private_networks: true,
+        };
+        let allowed = runtime.block_on(open.lookup("localhost", 9));
+        assert!(allowed.is_ok_and(|addrs| addrs.iter().all(|a| a.ip().is_loopback())));
+    }
 
     #[test]
     fn bodies_are_cut_to_4096_bytes_on_a_character_boundary() {

@@ -37,6 +37,15 @@ impl PendingTests {
         tests.insert(id, test);
     }
 
+    /// A test of `org`, still valid and unused, left in place.
+    pub fn get(&self, org: OrgId, id: TestId) -> Option<PassedTest> {
+        let tests = self.tests.lock().unwrap_or_else(|e| e.into_inner());
+        tests
+            .get(&id)
+            .filter(|t| t.organization_id == org && t.passed_at.elapsed() < TEST_VALIDITY)
+            .cloned()
+    }
+
     /// Takes a test of `org` for saving: `None` when unknown, of another
     /// organization, expired or already used. A taken test cannot be reused.
     pub fn take(&self, org: OrgId, id: TestId) -> Option<PassedTest> {

@@ -1,10 +1,12 @@
 //! Webhook endpoint URLs: absolute, https (unless allowed), no credentials,
 //! and, when the host is an address literal in any spelling browsers and
 //! `inet_aton` accept (`2130706433`, `0x7f.1`, `[::ffff:127.0.0.1]`), a
-//! public one. Host names are checked again on every resolved address at
-//! connect time (see `client`).
+//! public one. Host names are judged on the addresses they resolve to when
+//! a URL is tested or saved ([`check_resolution`]), and again on every
+//! attempt at connect time (see `client`), which is what defeats DNS
+//! rebinding.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use actix_web::http::Uri;
 
@@ -31,6 +33,10 @@ pub struct UrlRefused(pub String);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebhookUrl {
     text: String,
+    /// The host, when it is a name (not an address literal).
+    name: Option<String>,
+    /// The port, explicit or the scheme's.
+    port: u16,
 }
 
 impl WebhookUrl {
@@ -84,9 +90,68 @@ pub fn parse_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, UrlRefused>
             }
         }
     }
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
     Ok(WebhookUrl {
         text: raw.to_owned(),
+        name: literal_address(host).is_none().then(|| host.to_owned()),
+        port,
     })
+}
+
+/// Why a host name has no address to connect to.
+#[derive(Debug, thiserror::Error)]
+pub enum Unresolvable {
+    /// Resolution failed (no such name, no DNS).
+    #[error("{host} could not be resolved: {source}")]
+    Lookup {
+        /// The name.
+        host: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Every address it resolves to is one the policy refuses.
+    #[error("{0} resolves only to refused (non-public) addresses")]
+    Refused(String),
+}
+
+/// The addresses `host` resolves to that the policy allows: none is an error.
+pub async fn allowed_addresses(
+    host: &str,
+    port: u16,
+    allow_private_networks: bool,
+) -> Result<Vec<SocketAddr>, Unresolvable> {
+    let resolved = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|source| Unresolvable::Lookup {
+            host: host.to_owned(),
+            source,
+        })?;
+    let allowed: Vec<SocketAddr> = resolved
+        .filter(|addr| allow_private_networks || is_public(addr.ip()))
+        .collect();
+    if allowed.is_empty() {
+        return Err(Unresolvable::Refused(host.to_owned()));
+    }
+    Ok(allowed)
+}
+
+/// Refuses a URL whose host name resolves only to addresses the policy
+/// refuses (CONTRACT §1: 400 INVALID_URL). A name that does not resolve now
+/// is left to the attempt, which says so.
+pub async fn check_resolution(url: &WebhookUrl, policy: UrlPolicy) -> Result<(), UrlRefused> {
+    let Some(name) = url
+        .name
+        .as_deref()
+        .filter(|_| !policy.allow_private_networks)
+    else {
+        return Ok(());
+    };
+    match allowed_addresses(name, url.port, false).await {
+        Err(refused @ Unresolvable::Refused(_)) => Err(UrlRefused(refused.to_string())),
+        Ok(_) | Err(Unresolvable::Lookup { .. }) => Ok(()),
+    }
 }
 
 /// A DNS host name: dot-separated labels of 1..=63 letters, digits and
@@ -158,6 +223,39 @@ fn parse_number(part: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Names are judged on what they resolve to when tested or saved; only
+    /// `localhost` is resolved here (tests never query other resolvers).
+    #[test]
+    fn names_resolving_only_to_refused_addresses_are_refused() {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            panic!("no runtime")
+        };
+        let strict = UrlPolicy {
+            allow_http: true,
+            allow_private_networks: false,
+        };
+        let open = UrlPolicy {
+            allow_private_networks: true,
+            ..strict
+        };
+        let check = |raw: &str, policy: UrlPolicy| {
+            let url = parse_url(raw, policy).map_err(|e| e.0)?;
+            runtime
+                .block_on(check_resolution(&url, policy))
+                .map_err(|e| e.0)
+        };
+        assert_eq!(
+            check("http://localhost:8080/hook", strict),
+            Err("localhost resolves only to refused (non-public) addresses".to_owned())
+        );
+        assert_eq!(check("http://localhost:8080/hook", open), Ok(()));
+        // A public address literal needs no resolution.
+        assert_eq!(check("http://93.184.215.14/hook", strict), Ok(()));
+    }
 
     const STRICT: UrlPolicy = UrlPolicy {
         allow_http: false,

@@ -332,3 +332,49 @@ async fn permissions_lists_the_catalog_in_seed_order() {
         ]
     );
 }
+
+/// `GET /permissions` validates `limit` and `cursor` like every other list,
+/// and pages the catalog when asked to.
+#[actix_web::test]
+async fn permissions_validates_and_honours_paging() {
+    let app = spawn_app().await;
+    let (_, token) = app.user("paging@example.test").await;
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=201", "limit"),
+        ("limit=-1", "limit"),
+        ("limit=ten", "limit"),
+        ("cursor=%21%21", "cursor"),
+        ("cursor=", "cursor"),
+    ] {
+        let body = app
+            .get(&format!("/permissions?{query}"), &token)
+            .await
+            .problem(400, "VALIDATION_FAILED");
+        assert_eq!(body["field"], json!(field), "{query}");
+    }
+    let mut keys = Vec::new();
+    let mut path = "/permissions?limit=20".to_owned();
+    for expected_len in [20, 20, 12] {
+        let page = app.get(&path, &token).await.expect(200).json();
+        let items = page["items"].as_array().expect("items");
+        assert_eq!(items.len(), expected_len, "{path}");
+        keys.extend(
+            items
+                .iter()
+                .map(|i| i["key"].as_str().unwrap_or("").to_owned()),
+        );
+        match page["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/permissions?limit=20&cursor={cursor}"),
+            None => assert_eq!(expected_len, 12, "the last page ends the list"),
+        }
+    }
+    let whole = app.get("/permissions", &token).await.expect(200).json();
+    let all: Vec<String> = whole["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["key"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(keys, all);
+}

@@ -1,6 +1,6 @@
 //! `GET /me` and `GET /permissions`.
 
-use actix_web::{get, web, HttpResponse};
+use actix_web::{get, web, HttpRequest, HttpResponse};
 use serde::Serialize;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -9,7 +9,7 @@ use crate::domain::error::ApiError;
 use crate::domain::permissions::Permission;
 use crate::domain::user::User;
 use crate::http::extract::UserAuth;
-use crate::http::paging::Page;
+use crate::http::paging::{paginate, ListQuery, Page};
 use crate::http::problem::Problem;
 use crate::http::AppContext;
 use crate::ids::{OrgId, RoleId};
@@ -77,21 +77,22 @@ async fn me(auth: UserAuth, ctx: web::Data<AppContext>) -> Result<HttpResponse, 
     Ok(HttpResponse::Ok().json(Me { user, memberships }))
 }
 
-/// The permission catalog, in the seed's order.
-#[utoipa::path(tag = "me", security(("bearer" = [])), responses((status = 200, body = Page<CatalogEntry>), (status = 401, body = Problem)))]
+/// The permission catalog, in the seed's order: every key unless `?limit=` pages it.
+#[utoipa::path(tag = "me", security(("bearer" = [])), params(crate::http::paging::KeyPaging),
+    responses((status = 200, body = Page<CatalogEntry>), (status = 400, body = Problem), (status = 401, body = Problem)))]
 #[get("/permissions")]
-async fn permissions(_: UserAuth) -> HttpResponse {
-    let items = Permission::ALL
-        .iter()
-        .map(|p| CatalogEntry {
+async fn permissions(_: UserAuth, req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let query = ListQuery::parse(&req)?;
+    // The paging key is the key's position in the catalog (52 < 256).
+    let rows = Permission::ALL.iter().enumerate().map(|(i, p)| {
+        let entry = CatalogEntry {
             key: p.key(),
             domain: p.domain(),
             verb: p.verb(),
             sensitive: p.is_sensitive(),
-        })
-        .collect();
-    HttpResponse::Ok().json(Page {
-        items,
-        next_cursor: None,
-    })
+        };
+        (vec![i as u8], entry)
+    });
+    let limit = query.limit.unwrap_or(usize::MAX);
+    Ok(HttpResponse::Ok().json(paginate(rows, query.cursor.as_deref(), limit)))
 }

@@ -26,7 +26,7 @@ use crate::ids::{DeliveryId, LogId, TestId};
 use crate::storage::LogFilter;
 use crate::webhooks::preflight::send_preflight;
 use crate::webhooks::signing::new_secret;
-use crate::webhooks::url::parse_url;
+use crate::webhooks::url::{check_resolution, parse_url, UrlPolicy, UrlRefused, WebhookUrl};
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -117,8 +117,7 @@ async fn test_webhook(
     access.allow(WEBHOOK_TEST)?;
     let body: TestWebhook = input.parse()?;
     let events = EventSet::parse(&body.events)?;
-    let url = parse_url(&body.url, ctx.client.policy)
-        .map_err(|refused| ApiError::InvalidUrl(refused.0))?;
+    let url = allowed_url(&body.url, ctx.client.policy).await?;
     // First setup signs with a fresh candidate (revealed if the test passes);
     // a configured endpoint is tested with its current secret.
     let (secret, candidate) = match &access.state.webhook {
@@ -169,12 +168,23 @@ async fn save_webhook(
 ) -> Result<HttpResponse, ApiError> {
     access.allow(WEBHOOK_SAVE)?;
     let body: SaveWebhook = input.parse()?;
-    let required = ApiError::TestRequired(
-        "save needs a passed test of the last 15 minutes that was not used before",
-    );
+    let required = || {
+        ApiError::TestRequired(
+            "save needs a passed test of the last 15 minutes that was not used before",
+        )
+    };
     let test_id = TestId::parse(&body.test_id)
         .ok_or_else(|| ApiError::invalid("test_id", "must be a test id (UUID)"))?;
-    let test = ctx.tests.take(access.org_id(), test_id).ok_or(required)?;
+    let tested = ctx
+        .tests
+        .get(access.org_id(), test_id)
+        .ok_or_else(required)?;
+    // The name may resolve elsewhere now than when it was tested.
+    allowed_url(&tested.url, ctx.client.policy).await?;
+    let test = ctx
+        .tests
+        .take(access.org_id(), test_id)
+        .ok_or_else(required)?;
     ctx.run_command(
         &access,
         &req,
@@ -321,4 +331,14 @@ async fn logged_delivery(
         .ok_or(ApiError::NotFound("delivery"))?;
     access.allow(route)?;
     Ok(record)
+}
+
+/// `raw` as a URL the policy allows, its host name resolved (CONTRACT §1:
+/// 400 INVALID_URL otherwise). Attempts check the resolution again when
+/// they connect.
+async fn allowed_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, ApiError> {
+    let refused = |refused: UrlRefused| ApiError::InvalidUrl(refused.0);
+    let url = parse_url(raw, policy).map_err(refused)?;
+    check_resolution(&url, policy).await.map_err(refused)?;
+    Ok(url)
 }
