@@ -12,8 +12,8 @@
 //!
 //! A step that fails stops the path there: nothing is published or handed
 //! on for a change that was not recorded. Delivery results take a shorter
-//! path ([`CommitPath::record_attempts`]): nobody waits on them, nothing is
-//! published, and they become durable with the next flush.
+//! path ([`CommitPath::record_attempts`]): their own transaction, the
+//! shared flush, nothing published.
 
 use std::sync::Arc;
 
@@ -132,11 +132,13 @@ impl CommitPath {
     }
 
     /// Records delivery results (log records and the outbox updates they
-    /// imply) in one transaction of their own. They become durable with
-    /// the next flush: until then a crash only repeats an attempt, which
-    /// at-least-once delivery allows. Gives the writes back.
-    pub async fn record_attempts(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
-        self.store.append(writes).await
+    /// imply) in one transaction of their own, then waits for the next
+    /// flush (shared with everyone's): a batch the store lost with a failure
+    /// is not counted as written, and the log actor writes it again.
+    /// Nothing is published or handed on.
+    pub async fn record_attempts(&self, writes: &[Write]) -> Result<(), StoreError> {
+        self.store.append(writes).await?;
+        self.store.durable().await
     }
 
     /// Deletes all but the newest `keep` records of `org`'s delivery log;

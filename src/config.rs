@@ -79,6 +79,9 @@ pub struct StorageConfig {
     /// Longest wait, in microseconds, to gather concurrent writers into one
     /// transaction and one flush.
     pub group_commit_window_us: u64,
+    /// Free space kept on the data directory's disk, in MiB (at most a
+    /// tenth of the filesystem): writes answer 503 rather than fill it.
+    pub min_free_mb: u64,
 }
 
 impl StorageConfig {
@@ -87,6 +90,7 @@ impl StorageConfig {
         crate::storage::Tuning {
             cache_mb: self.cache_mb,
             commit_window: Duration::from_micros(self.group_commit_window_us),
+            min_free_mb: self.min_free_mb,
         }
     }
 }

@@ -28,10 +28,19 @@ use crate::storage::StoreError;
 
 /// A batch is committed at this size, or after [`BATCH_WINDOW`].
 const BATCH_MAX: usize = 512;
+/// ... or at this many bytes of envelopes and bodies, so that one batch
+/// never needs more room on the disk than a full one has to spare.
+const BATCH_BYTES: usize = 1024 * 1024;
 /// Longest a record waits in the buffer.
 const BATCH_WINDOW: Duration = Duration::from_millis(5);
 /// How often touched organizations are pruned.
 const PRUNE_EVERY: Duration = Duration::from_millis(500);
+/// How long a batch the store refused waits before it is written again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// Most writes kept while the store refuses them: delivery results of the
+/// attempts in flight and queued in memory; beyond it the oldest go (their
+/// jobs stay in the outbox, so they are attempted again after a restart).
+const BUFFER_MAX: usize = 65_536;
 
 /// Batches delivery-log writes.
 pub struct LogActor {
@@ -44,6 +53,10 @@ pub struct LogActor {
     /// Each organization's log length, as far as known.
     lengths: LogLengths,
     flush_scheduled: bool,
+    /// A batch the store refused is waiting to be written again.
+    retry_scheduled: bool,
+    /// Envelope bytes appended since the last flush was started.
+    buffered_bytes: usize,
 }
 
 impl LogActor {
@@ -57,6 +70,8 @@ impl LogActor {
             touched: HashSet::new(),
             lengths: LogLengths::new(retention),
             flush_scheduled: false,
+            retry_scheduled: false,
+            buffered_bytes: 0,
         }
     }
 
@@ -68,46 +83,80 @@ impl LogActor {
         }
     }
 
-    /// The write of the buffered batch, if any.
+    /// The write of the next batch from the buffer, if any (none while a
+    /// refused batch waits to be written again).
     fn write_batch(&mut self) -> Option<impl ActorFuture<Self, Output = ()> + 'static> {
-        if self.buffer.is_empty() {
+        if self.buffer.is_empty() || self.retry_scheduled {
             return None;
         }
-        let batch = std::mem::take(&mut self.buffer);
-        let orgs: Vec<OrgId> = batch
+        let mut bytes = 0;
+        let count = self
+            .buffer
             .iter()
-            .filter_map(|w| match w {
-                Write::Log(record) => Some(record.organization_id),
-                _ => None,
+            .take(BATCH_MAX)
+            .take_while(|write| {
+                bytes += weight(write);
+                bytes <= BATCH_BYTES
             })
-            .collect();
+            .count()
+            .max(1);
+        let batch: Vec<Write> = self.buffer.drain(..count).collect();
         let commit = self.commit.clone();
-        let write = async move { commit.record_attempts(batch).await };
+        let write = async move {
+            let result = commit.record_attempts(&batch).await;
+            (batch, result)
+        };
         Some(
             write
                 .into_actor(self)
-                .map(move |result, actor, _| actor.written(result, orgs)),
+                .map(move |(batch, result), actor, ctx| actor.written(batch, result, ctx)),
         )
     }
 
-    fn written(&mut self, result: Result<Vec<Write>, StoreError>, orgs: Vec<OrgId>) {
-        match result {
-            Ok(batch) => self
-                .metrics
+    /// Counts a written batch; keeps a refused one, in order, to write
+    /// again once the store takes writes (deliveries carry on meanwhile).
+    fn written(
+        &mut self,
+        batch: Vec<Write>,
+        result: Result<(), StoreError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Err(err) = result else {
+            self.metrics
                 .delivery_logged(batch.iter().filter_map(|w| match w {
                     Write::Log(record) => Some(record),
                     _ => None,
-                })),
-            Err(err) => {
-                tracing::error!(
-                    error = %crate::telemetry::cause_chain(&err), records = orgs.len(),
-                    "writing the delivery log failed"
-                );
-                for org in orgs {
-                    self.lengths.not_written(org);
+                }));
+            // A flush writes everything buffered, a batch at a time.
+            if !self.buffer.is_empty() {
+                self.flush(ctx);
+            }
+            return;
+        };
+        tracing::warn!(
+            error = %crate::telemetry::cause_chain(&err), writes = batch.len(),
+            "writing the delivery log failed; it is written again once the store takes writes"
+        );
+        let newer = std::mem::replace(&mut self.buffer, batch);
+        self.buffer.extend(newer);
+        let excess = self.buffer.len().saturating_sub(BUFFER_MAX);
+        if excess > 0 {
+            tracing::error!(
+                writes = excess,
+                "the unwritten delivery log is full; its oldest results are dropped \
+                 (their deliveries stay in the outbox and are attempted again after a restart)"
+            );
+            for write in self.buffer.drain(..excess) {
+                if let Write::Log(record) = write {
+                    self.lengths.not_written(record.organization_id);
                 }
             }
         }
+        self.retry_scheduled = true;
+        ctx.run_later(RETRY_AFTER, |actor, ctx| {
+            actor.retry_scheduled = false;
+            actor.flush(ctx);
+        });
     }
 
     /// Notes one more record of `org`.
@@ -147,6 +196,17 @@ impl LogActor {
     }
 }
 
+/// About how many bytes a write of the log actor stores.
+fn weight(write: &Write) -> usize {
+    match write {
+        Write::Log(record) => {
+            record.envelope.len() + record.response_body.as_ref().map_or(0, String::len)
+        }
+        Write::PutJob(job) => job.body.len(),
+        _ => 0,
+    }
+}
+
 impl Actor for LogActor {
     type Context = Context<Self>;
 
@@ -163,9 +223,11 @@ impl Handler<AppendLog> for LogActor {
 
     fn handle(&mut self, msg: AppendLog, ctx: &mut Self::Context) {
         self.note(msg.record.organization_id);
+        self.buffered_bytes += msg.record.envelope.len();
         self.buffer.push(Write::Log(msg.record));
         self.buffer.extend(msg.job);
-        if self.buffer.len() >= BATCH_MAX {
+        if self.buffer.len() >= BATCH_MAX || self.buffered_bytes >= BATCH_BYTES {
+            self.buffered_bytes = 0;
             self.flush(ctx);
         } else if !self.flush_scheduled {
             self.flush_scheduled = true;

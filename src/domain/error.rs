@@ -112,6 +112,10 @@ pub enum ApiError {
     /// A `role_id` that is not a role of this organization.
     #[error("role_id does not name a role of this organization")]
     UnknownRole,
+    /// The store cannot take the write or answer the read now (disk full,
+    /// I/O failure, database unreachable); nothing was changed.
+    #[error("storage is unavailable; nothing was changed, try again shortly")]
+    StorageUnavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Something failed inside the service; the cause is logged, not returned.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -169,6 +173,7 @@ impl ApiError {
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             RoleInUse(_) => "ROLE_IN_USE",
             UnknownRole => "UNKNOWN_ROLE",
+            StorageUnavailable(_) => "STORAGE_UNAVAILABLE",
             Internal(_) => "INTERNAL",
         }
     }

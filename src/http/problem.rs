@@ -76,9 +76,15 @@ pub fn status_of(error: &ApiError) -> StatusCode {
         PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         RoleInUse(_) | UnknownRole | UnknownReference(..) => StatusCode::UNPROCESSABLE_ENTITY,
+        StorageUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
+
+/// Seconds a client should wait before retrying while storage is
+/// unavailable: the store retries reopening within a second, and a few
+/// seconds let a freed disk or a failed-over database come back.
+pub const RETRY_AFTER_SECS: u32 = 2;
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
@@ -118,6 +124,9 @@ impl ResponseError for ApiError {
             ApiError::Internal(_) => {
                 tracing::error!(error = %crate::telemetry::cause_chain(self), "request failed");
             }
+            ApiError::StorageUnavailable(_) => {
+                tracing::warn!(error = %crate::telemetry::cause_chain(self), "storage unavailable");
+            }
             _ => {}
         }
         let mut response =
@@ -132,6 +141,11 @@ impl ResponseError for ApiError {
                 if let Ok(value) = HeaderValue::from_str(allow) {
                     response.headers_mut().insert(header::ALLOW, value);
                 }
+            }
+            ApiError::StorageUnavailable(_) => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
             }
             _ => {}
         }

@@ -53,6 +53,18 @@ pub enum StoreError {
     /// The thread that commits has stopped: the store is closing.
     #[error("the store is closed")]
     Closed,
+    /// The disk is too full to take the write and keep its reserve.
+    #[error("the disk is full: {available_kib} KiB available, {needed_kib} KiB needed (free space in the data directory's filesystem)")]
+    DiskFull {
+        /// Available to this process, in KiB.
+        available_kib: u64,
+        /// Needed for the write and the reserve, in KiB.
+        needed_kib: u64,
+    },
+    /// The store is out of service until it recovers (it is being reopened
+    /// after a failure, or the database cannot be reached); says why.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
     /// The data was written by a build with another storage layout.
     #[error(
         "the data directory has storage layout {found}, this build reads layout {expected}: \
@@ -82,10 +94,19 @@ impl StoreError {
 }
 
 impl From<StoreError> for ApiError {
+    /// A store that cannot take the write or answer the read now is 503
+    /// STORAGE_UNAVAILABLE (CONTRACT §9); a value it cannot decode, or a
+    /// write breaking seed 2.4 that no command should have made, is a bug.
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::RoleImmutable => ApiError::RoleImmutable,
             StoreError::SystemRole => ApiError::SystemRole,
+            StoreError::Engine(_)
+            | StoreError::Flush(_)
+            | StoreError::Closed
+            | StoreError::Unavailable(_)
+            | StoreError::DiskFull { .. }
+            | StoreError::Io(_) => ApiError::StorageUnavailable(Box::new(err)),
             other => ApiError::internal(other),
         }
     }
@@ -175,10 +196,17 @@ impl Store {
 
     /// Commits `writes` in one transaction of their own, without waiting
     /// for durability: for delivery results, which nobody waits on and
-    /// which become durable with the next flush. Gives the writes back.
-    pub async fn append(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
+    /// which become durable with the next flush.
+    pub async fn append(&self, writes: &[Write]) -> Result<(), StoreError> {
         match self {
-            Store::Sled(store) => store.append(&writes).map(|()| writes),
+            Store::Sled(store) => store.append(writes),
+        }
+    }
+
+    /// Whether the store takes writes now (`GET /readyz`).
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        match self {
+            Store::Sled(store) => store.ready(),
         }
     }
 

@@ -560,3 +560,104 @@ pub fn spawn_binary_capturing(
         },
     )
 }
+
+/// A running `rolecall` child process (SIGKILLed when dropped) and a client.
+pub struct Running {
+    pub server: ChildServer,
+    pub client: awc::Client,
+}
+
+impl Running {
+    pub fn start(data_dir: &std::path::Path, env: &[(&str, &str)]) -> Self {
+        Running {
+            server: spawn_binary(data_dir, env),
+            client: client(),
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        send(
+            &self.client,
+            &self.server.address,
+            Req::json(method, path, token, body),
+        )
+        .await
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.call(Method::PATCH, path, Some(token), Some(body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::DELETE, path, Some(token), None).await
+    }
+
+    /// A new user with an API token, made with `admin`: (user id, token).
+    pub async fn user(&self, admin: &str, email: &str) -> (String, String) {
+        let user = self
+            .post(
+                "/admin/users",
+                admin,
+                json!({"email": email, "name": email}),
+            )
+            .await
+            .expect(201)
+            .json();
+        let id = user["id"].as_str().expect("user id").to_owned();
+        let token = self
+            .post(
+                &format!("/admin/users/{id}/tokens"),
+                admin,
+                json!({"kind": "api"}),
+            )
+            .await
+            .expect(201)
+            .json();
+        (id, token["token"].as_str().expect("token").to_owned())
+    }
+
+    /// Sends SIGTERM and waits (polling, at most 10 s) for the exit; asserts exit 0.
+    pub async fn stop_gracefully(&mut self) {
+        let pid = self.server.child.id();
+        let status = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(pid.to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM {pid} failed");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let exit = loop {
+            if let Some(exit) = self.server.child.try_wait().expect("try_wait") {
+                break exit;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not exit within 10 s of SIGTERM"
+            );
+            actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(exit.success(), "graceful shutdown must exit 0, got {exit}");
+    }
+
+    /// SIGKILL, no chance to flush anything.
+    pub fn kill_hard(&mut self) {
+        self.server.child.kill().expect("SIGKILL sent");
+        let exit = self.server.child.wait().expect("child reaped");
+        assert!(!exit.success(), "a SIGKILLed server cannot exit 0");
+    }
+}

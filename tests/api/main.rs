@@ -12,6 +12,7 @@ mod admin_cli;
 mod audit;
 mod bad_input;
 mod dashboard_browser;
+mod disk_full;
 mod fuzz_regressions;
 mod isolation;
 mod load_tool;

@@ -11,6 +11,7 @@ use crate::helpers::{spawn_app, Req};
 /// Every (method, path template) of CONTRACT §0–6, and `/metrics`.
 const CONTRACT_ROUTES: &[(&str, &str)] = &[
     ("GET", "/healthz"),
+    ("GET", "/readyz"),
     ("GET", "/metrics"),
     ("GET", "/openapi.json"),
     ("POST", "/admin/users"),
@@ -47,7 +48,7 @@ const CONTRACT_ROUTES: &[(&str, &str)] = &[
 ];
 
 /// Routes answered without a token (`/metrics` unless `metrics.token` is set).
-const PUBLIC: &[&str] = &["/healthz", "/metrics", "/openapi.json"];
+const PUBLIC: &[&str] = &["/healthz", "/readyz", "/metrics", "/openapi.json"];
 
 const HTTP_METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",

@@ -147,9 +147,7 @@ async fn a_name_resolving_only_to_loopback_is_refused_when_tested() {
     let org = app.org("enterprise").await;
     let url = format!("http://localhost:{}/hook", receiver.port);
 
-    let body = test_url(&app, &org, &url)
-        .await
-        .problem(400, "INVALID_URL");
+    let body = test_url(&app, &org, &url).await.problem(400, "INVALID_URL");
     assert_eq!(
         body["detail"],
         json!("localhost resolves only to refused (non-public) addresses")

@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::write::{commit_to, Op};
+use super::engine::Slot;
+use super::room::Room;
+use super::write::{commit_to, size_of, Op};
 use crate::storage::StoreError;
 
 /// Why a flush failed: one cause shared by every writer of the round.
@@ -44,13 +46,9 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    /// Starts the committing thread for `db` and its `trees`. It ends when
-    /// every handle is dropped.
-    pub fn start(
-        db: ::sled::Db,
-        trees: Vec<::sled::Tree>,
-        window: Duration,
-    ) -> std::io::Result<Self> {
+    /// Starts the committing thread for the database in `slot`. It ends
+    /// when every handle is dropped.
+    pub fn start(slot: Arc<Slot>, room: Room, window: Duration) -> std::io::Result<Self> {
         let (requests, inbox) = mpsc::channel::<Request>();
         let thread = thread::Builder::new()
             .name("rolecall-commit".into())
@@ -61,7 +59,7 @@ impl GroupCommit {
                     }
                     let round: Vec<Request> =
                         std::iter::once(first).chain(inbox.try_iter()).collect();
-                    run_round(&db, &trees, round);
+                    run_round(&slot, &room, round);
                 }
             })?;
         Ok(Self {
@@ -102,23 +100,54 @@ impl GroupCommit {
     }
 }
 
-/// One round: every commit in one transaction, one flush, then the answers.
-fn run_round(db: &::sled::Db, trees: &[::sled::Tree], round: Vec<Request>) {
+/// One round: every commit in one transaction, one flush, then the
+/// answers. With no database in service, every request of the round is
+/// answered so at once; without room on the disk, every commit.
+fn run_round(slot: &Slot, room: &Room, round: Vec<Request>) {
     let mut flush_waiters = Vec::new();
     let mut commits = Vec::new();
     for request in round {
         match request {
             Request::Durable(waiter) => flush_waiters.push(waiter),
-            Request::Commit(writes, waiter) => commits.push((writes, waiter)),
+            Request::Commit(ops, waiter) => commits.push((ops, waiter)),
         }
     }
-    let committed = commit_all(trees, &commits);
-    let flushed = db
+    let engine = match slot.current() {
+        Ok(engine) => engine,
+        Err(err) => {
+            for (_, waiter) in commits {
+                let _ = waiter.send(Err(slot.unavailable()));
+            }
+            let failure: FlushFailure = Arc::new(err);
+            for waiter in flush_waiters {
+                let _ = waiter.send(Err(failure.clone()));
+            }
+            return;
+        }
+    };
+    let bytes = size_of(commits.iter().flat_map(|(ops, _)| ops));
+    if let Err(full) = room.check(bytes) {
+        let full = full.to_string();
+        for (_, waiter) in commits.drain(..) {
+            let _ = waiter.send(Err(StoreError::Unavailable(full.clone())));
+        }
+    }
+    let committed = commit_all(&engine.trees, &commits);
+    let flushed = engine
+        .db
         .flush()
         .map(|_| ())
         .map_err(|err| -> FlushFailure { Arc::new(err) });
-    if let Err(err) = &flushed {
-        tracing::error!(error = %err, "storage flush failed");
+    drop(engine);
+    match &flushed {
+        Err(err) => slot.failed(&StoreError::Flush(err.clone())),
+        Ok(()) if !commits.is_empty() => slot.wrote(),
+        Ok(()) => {}
+    }
+    for result in &committed {
+        if let Err(err) = result {
+            slot.note(err);
+        }
     }
     for ((_, waiter), result) in commits.into_iter().zip(committed) {
         let answer = match (result, &flushed) {

@@ -151,6 +151,8 @@ pub fn token_id(id: TokenId) -> [u8; 16] {
 pub const ADMIN_TOKEN_SHA256: &[u8] = b"admin_token_sha256";
 /// Meta key of the storage layout version.
 pub const LAYOUT_VERSION: &[u8] = b"layout_version";
+/// Meta key of the last probe write (whether the disk takes writes).
+pub const PROBE: &[u8] = b"probe";
 
 #[cfg(test)]
 mod tests {

@@ -4,36 +4,37 @@
 //! Writes reach it in two ways, encoded into row operations on the
 //! writer's thread first. [`SledStore::commit`] hands them to the commit
 //! thread ([`group_commit`]), which applies those of every request of its
-//! round in one transaction and flushes once; a
-//! read-modify-write of a resource ([`SledStore::update_resource`]) and a
-//! batch of delivery results ([`SledStore::append`]) run their own
-//! transaction on the caller's thread and ask the same thread only for the
-//! flush.
+//! round in one transaction and flushes once; a read-modify-write of a
+//! resource ([`SledStore::update_resource`]) and a batch of delivery
+//! results ([`SledStore::append`]) run their own transaction on the
+//! caller's thread and ask the same thread only for the flush. Every
+//! operation uses the database in service ([`engine::Slot`]), which an I/O
+//! failure takes out of service until it is reopened.
 
 pub mod codec;
+mod engine;
 mod group_commit;
 pub mod keys;
+mod read;
+mod room;
 mod write;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use ::sled::transaction::ConflictableTransactionError;
 
 use crate::domain::audit::AuditRecord;
 use crate::domain::change::Write;
-use crate::domain::delivery::{Job, LogRecord};
-use crate::domain::member::Membership;
-use crate::domain::org_state::OrgState;
-use crate::domain::organization::Organization;
+use crate::domain::delivery::LogRecord;
 use crate::domain::resources::Resource;
-use crate::domain::role::Role;
-use crate::domain::user::{TokenRecord, User};
-use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, LogId, OrgId, ResourceId};
 use crate::storage::{Loaded, LogFilter, Page, StoreError};
 use codec::decode;
+use engine::{Engine, Slot};
 use group_commit::GroupCommit;
 use keys::TreeName;
+use room::Room;
 use write::{apply, commit_to, lift, lift_read, prepare, transaction, Aborted};
 
 /// The storage layout this build reads and writes: tree names and value
@@ -47,6 +48,8 @@ pub struct Tuning {
     pub cache_mb: u64,
     /// How long a flush waits to gather concurrent writers (see `group_commit`).
     pub commit_window: std::time::Duration,
+    /// Free space kept on the disk, in MiB (at most a tenth of it; see `room`).
+    pub min_free_mb: u64,
 }
 
 impl Default for Tuning {
@@ -54,62 +57,43 @@ impl Default for Tuning {
         Tuning {
             cache_mb: 64,
             commit_window: std::time::Duration::from_millis(1),
+            min_free_mb: 64,
         }
     }
 }
 
-/// The sled database, its trees and its commit thread.
+/// The sled database in service and its commit thread.
 #[derive(Clone)]
 pub struct SledStore {
-    db: ::sled::Db,
-    trees: Vec<::sled::Tree>,
+    slot: Arc<Slot>,
     committer: GroupCommit,
+    room: Room,
 }
 
 impl SledStore {
     /// Opens (creating if needed, mode 0700) the database in `dir`.
     pub fn open(dir: &Path, tuning: Tuning) -> Result<Self, StoreError> {
         create_private_dir(dir)?;
-        let db = ::sled::Config::new()
-            .path(dir.join("db"))
-            .cache_capacity(tuning.cache_mb.max(1) * 1024 * 1024)
-            .mode(::sled::Mode::HighThroughput)
-            .open()
-            .map_err(StoreError::engine)?;
-        let trees = TreeName::ALL
-            .iter()
-            .map(|t| db.open_tree(t.name()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(StoreError::engine)?;
-        let committer = GroupCommit::start(db.clone(), trees.clone(), tuning.commit_window)?;
-        let store = SledStore {
-            db,
-            trees,
+        let engine = Engine::open(dir, tuning).map_err(StoreError::engine)?;
+        check_layout(&engine)?;
+        let slot = Slot::new(dir, tuning, engine);
+        let room = Room::new(dir, tuning.min_free_mb);
+        let committer = GroupCommit::start(slot.clone(), room.clone(), tuning.commit_window)?;
+        Ok(SledStore {
+            slot,
             committer,
-        };
-        let meta = store.tree(TreeName::Meta);
-        match meta
-            .get(keys::LAYOUT_VERSION)
-            .map_err(StoreError::engine)?
-            .as_deref()
-        {
-            None => {
-                meta.insert(keys::LAYOUT_VERSION, &[LAYOUT])
-                    .map_err(StoreError::engine)?;
-            }
-            Some([version]) if *version == LAYOUT => {}
-            Some(other) => {
-                return Err(StoreError::Layout {
-                    found: other.first().copied().unwrap_or(0),
-                    expected: LAYOUT,
-                })
-            }
-        }
-        Ok(store)
+            room,
+        })
     }
 
-    fn tree(&self, name: TreeName) -> &::sled::Tree {
-        &self.trees[name.index()]
+    /// Runs `read` on the database in service; an I/O failure takes it out
+    /// of service.
+    fn read<T>(
+        &self,
+        read: impl FnOnce(&Engine) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let engine = self.slot.current()?;
+        self.slot.check(read(&engine))
     }
 
     /// See [`crate::storage::Store::commit`].
@@ -121,7 +105,11 @@ impl SledStore {
 
     /// See [`crate::storage::Store::append`].
     pub fn append(&self, writes: &[Write]) -> Result<(), StoreError> {
-        commit_to(&self.trees, prepare(writes)?.iter())
+        let ops = prepare(writes)?;
+        self.room.check(write::size_of(&ops))?;
+        self.read(|engine| commit_to(&engine.trees, ops.iter()))?;
+        self.slot.wrote();
+        Ok(())
     }
 
     /// See [`crate::storage::Store::update_resource`]. The transaction covers
@@ -137,9 +125,11 @@ impl SledStore {
         T: Resource,
         E: From<StoreError>,
     {
+        self.room.check(0)?;
+        let engine = self.slot.current()?;
         let covered = [TreeName::Resources, TreeName::Outbox, TreeName::DeliveryLog];
         let key = keys::resource(org, T::KIND, id);
-        transaction(&self.trees, covered, |views| {
+        let outcome = transaction(&engine.trees, covered, |views| {
             let resources = views.tree(TreeName::Resources).map_err(lift)?;
             let current = match resources.get(key.as_slice()).map_err(lift_read)? {
                 Some(bytes) => Some(
@@ -156,8 +146,15 @@ impl SledStore {
                 apply(views, op).map_err(lift)?;
             }
             Ok((writes, outcome))
-        })
-        .map_err(Aborted::into_error)
+        });
+        match outcome {
+            Ok(done) => Ok(done),
+            Err(Aborted::Decided(err)) => Err(err),
+            Err(Aborted::Store(err)) => {
+                self.slot.note(&err);
+                Err(E::from(err))
+            }
+        }
     }
 
     /// Resolves once every commit made before the call is on disk.
@@ -165,24 +162,26 @@ impl SledStore {
         self.committer.durable().await
     }
 
+    /// Whether the store takes writes now: in service (see
+    /// [`Slot::ready`]) and with room on the disk.
+    pub fn ready(&self) -> Result<(), StoreError> {
+        self.room.check(0)?;
+        self.slot.ready()
+    }
+
     /// Flushes and releases the database (its file lock included).
     pub fn close(self) -> Result<(), StoreError> {
-        self.db.flush().map_err(StoreError::engine)?;
         let SledStore {
-            db,
-            trees,
-            committer,
+            slot, committer, ..
         } = self;
-        drop(trees);
-        drop(db);
         committer.stop();
-        Ok(())
+        slot.close()
     }
 
     /// Unfinished deliveries in the outbox: a count of keys, off the
     /// caller's thread.
     pub async fn outbox_len(&self) -> Result<usize, StoreError> {
-        let outbox = self.tree(TreeName::Outbox).clone();
+        let outbox = self.slot.current()?.tree(TreeName::Outbox).clone();
         tokio::task::spawn_blocking(move || outbox.len())
             .await
             .map_err(StoreError::engine)
@@ -190,44 +189,17 @@ impl SledStore {
 
     /// The database's size on disk in bytes.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        self.db.size_on_disk().map_err(StoreError::engine)
+        self.read(|engine| engine.db.size_on_disk().map_err(StoreError::engine))
     }
 
     /// The stored admin-token hash, if any.
     pub fn admin_token_hash(&self) -> Result<Option<[u8; 32]>, StoreError> {
-        let value = self
-            .tree(TreeName::Meta)
-            .get(keys::ADMIN_TOKEN_SHA256)
-            .map_err(StoreError::engine)?;
-        Ok(value.and_then(|v| <[u8; 32]>::try_from(v.as_ref()).ok()))
+        self.read(Engine::admin_token_hash)
     }
 
     /// Reads everything the in-memory state is built from.
     pub fn load(&self) -> Result<Loaded, StoreError> {
-        let users = self.values::<User>(TreeName::Users)?;
-        let tokens = self.values::<TokenRecord>(TreeName::Tokens)?;
-        let mut orgs = Vec::new();
-        for org in self.values::<Organization>(TreeName::Orgs)? {
-            let prefix = org.id.as_bytes().to_vec();
-            let roles = self.prefixed::<Role>(TreeName::Roles, &prefix)?;
-            let members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
-            let webhook = match self
-                .tree(TreeName::Webhooks)
-                .get(&prefix)
-                .map_err(StoreError::engine)?
-            {
-                Some(bytes) => Some(decode::<WebhookEndpoint>(&bytes)?),
-                None => None,
-            };
-            orgs.push(OrgState::new(org, roles, members, webhook));
-        }
-        let jobs = self.values::<Job>(TreeName::Outbox)?;
-        Ok(Loaded {
-            orgs,
-            users,
-            tokens,
-            jobs,
-        })
+        self.read(Engine::load)
     }
 
     /// A workspace resource of `org`.
@@ -236,15 +208,7 @@ impl SledStore {
         org: OrgId,
         id: ResourceId,
     ) -> Result<Option<T>, StoreError> {
-        let key = keys::resource(org, T::KIND, id);
-        match self
-            .tree(TreeName::Resources)
-            .get(key)
-            .map_err(StoreError::engine)?
-        {
-            Some(bytes) => decode(&bytes).map(Some),
-            None => Ok(None),
-        }
+        self.read(|engine| engine.resource(org, id))
     }
 
     /// One page of `org`'s resources of kind `T`, newest first.
@@ -255,15 +219,7 @@ impl SledStore {
         limit: usize,
         parent: Option<ResourceId>,
     ) -> Result<Page<T>, StoreError> {
-        let prefix = keys::resource_prefix(org, T::KIND);
-        let before = before.map(|id| keys::resource(org, T::KIND, id));
-        self.newest_first(
-            TreeName::Resources,
-            &prefix,
-            before.as_ref().map(|k| k.as_slice()),
-            limit,
-            |value: &T| parent.is_none() || value.parent() == parent,
-        )
+        self.read(|engine| engine.resource_page(org, before, limit, parent))
     }
 
     /// One page of an organization's audit log, newest first.
@@ -274,14 +230,7 @@ impl SledStore {
         limit: usize,
         action: Option<&str>,
     ) -> Result<Page<AuditRecord>, StoreError> {
-        let before = before.map(|id| keys::audit(org, id));
-        self.newest_first(
-            TreeName::Audit,
-            org.as_bytes(),
-            before.as_ref().map(|k| k.as_slice()),
-            limit,
-            |record: &AuditRecord| action.is_none_or(|a| record.action == a),
-        )
+        self.read(|engine| engine.audit_page(org, before, limit, action))
     }
 
     /// One page of an organization's delivery log, newest first.
@@ -292,22 +241,15 @@ impl SledStore {
         limit: usize,
         filter: LogFilter<'_>,
     ) -> Result<Page<LogRecord>, StoreError> {
-        let before = before.map(|id| keys::delivery_log(org, id));
-        self.newest_first(
-            TreeName::DeliveryLog,
-            org.as_bytes(),
-            before.as_ref().map(|k| k.as_slice()),
-            limit,
-            |record: &LogRecord| filter.admits(record),
-        )
+        self.read(|engine| engine.delivery_log_page(org, before, limit, filter))
     }
 
     /// Deletes all but the newest `keep` delivery-log records of `org` (a
     /// scan of the whole log, off the caller's thread); returns how many
     /// remain.
     pub async fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StoreError> {
-        let tree = self.tree(TreeName::DeliveryLog).clone();
-        tokio::task::spawn_blocking(move || {
+        let tree = self.slot.current()?.tree(TreeName::DeliveryLog).clone();
+        let pruned = tokio::task::spawn_blocking(move || {
             let total = tree.scan_prefix(org.as_bytes()).keys().count();
             let excess = total.saturating_sub(keep);
             if excess == 0 {
@@ -317,70 +259,39 @@ impl SledStore {
             Ok(keep)
         })
         .await
-        .map_err(StoreError::engine)?
+        .map_err(StoreError::engine)?;
+        self.slot.check(pruned)
     }
 
     /// Deletes the `count` oldest delivery-log records of `org` (reading
     /// only those, off the caller's thread); returns how many it deleted.
     pub async fn trim_delivery_log(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
-        let tree = self.tree(TreeName::DeliveryLog).clone();
-        tokio::task::spawn_blocking(move || remove_oldest(&tree, org, count))
+        let tree = self.slot.current()?.tree(TreeName::DeliveryLog).clone();
+        let trimmed = tokio::task::spawn_blocking(move || remove_oldest(&tree, org, count))
             .await
-            .map_err(StoreError::engine)?
+            .map_err(StoreError::engine)?;
+        self.slot.check(trimmed)
     }
+}
 
-    /// Up to `limit` records of `org` in `tree` that pass `filter`, newest
-    /// first, strictly before the key `before`; and whether more remain.
-    fn newest_first<T: serde::de::DeserializeOwned>(
-        &self,
-        tree: TreeName,
-        prefix: &[u8],
-        before: Option<&[u8]>,
-        limit: usize,
-        filter: impl Fn(&T) -> bool,
-    ) -> Result<Page<T>, StoreError> {
-        let start = prefix.to_vec();
-        let end = match before {
-            Some(key) => key.to_vec(),
-            None => {
-                let mut end = prefix.to_vec();
-                end.extend_from_slice(&[0xff; 17]);
-                end
-            }
-        };
-        let mut items = Vec::new();
-        for entry in self.tree(tree).range(start..end).rev() {
-            let (_, value) = entry.map_err(StoreError::engine)?;
-            let record: T = decode(&value)?;
-            if !filter(&record) {
-                continue;
-            }
-            if items.len() == limit {
-                return Ok(Page { items, more: true });
-            }
-            items.push(record);
+/// Refuses a database of another layout; stamps a new one with this build's.
+fn check_layout(engine: &Engine) -> Result<(), StoreError> {
+    let meta = engine.tree(TreeName::Meta);
+    match meta
+        .get(keys::LAYOUT_VERSION)
+        .map_err(StoreError::engine)?
+        .as_deref()
+    {
+        None => {
+            meta.insert(keys::LAYOUT_VERSION, &[LAYOUT])
+                .map_err(StoreError::engine)?;
+            Ok(())
         }
-        Ok(Page { items, more: false })
-    }
-
-    fn values<T: serde::de::DeserializeOwned>(&self, tree: TreeName) -> Result<Vec<T>, StoreError> {
-        self.tree(tree)
-            .iter()
-            .values()
-            .map(|v| decode(&v.map_err(StoreError::engine)?))
-            .collect()
-    }
-
-    fn prefixed<T: serde::de::DeserializeOwned>(
-        &self,
-        tree: TreeName,
-        prefix: &[u8],
-    ) -> Result<Vec<T>, StoreError> {
-        self.tree(tree)
-            .scan_prefix(prefix)
-            .values()
-            .map(|v| decode(&v.map_err(StoreError::engine)?))
-            .collect()
+        Some([version]) if *version == LAYOUT => Ok(()),
+        Some(other) => Err(StoreError::Layout {
+            found: other.first().copied().unwrap_or(0),
+            expected: LAYOUT,
+        }),
     }
 }
 
@@ -414,7 +325,9 @@ mod tests {
     use super::*;
     use crate::domain::commands::roles::system_roles;
     use crate::domain::org_state::Edit;
-    use crate::domain::organization::Plan;
+    use crate::domain::organization::{Organization, Plan};
+    use crate::domain::role::Role;
+    use crate::domain::user::User;
     use crate::time::Timestamp;
 
     fn open(dir: &Path) -> SledStore {
@@ -449,8 +362,12 @@ mod tests {
             panic!("no temp dir");
         };
         let storage = open(dir.path());
-        let meta = storage.tree(TreeName::Meta);
+        let Ok(engine) = storage.slot.current() else {
+            panic!("no database in service")
+        };
+        let meta = engine.tree(TreeName::Meta);
         assert!(meta.insert(keys::LAYOUT_VERSION, &[LAYOUT + 1]).is_ok());
+        drop(engine);
         assert!(storage.close().is_ok());
         let err = SledStore::open(dir.path(), Tuning::default()).err();
         assert!(
@@ -524,8 +441,8 @@ mod tests {
         let dir = tempfile::tempdir().ok();
         // A long window puts the three requests below in one round.
         let tuning = Tuning {
-            cache_mb: 8,
             commit_window: std::time::Duration::from_millis(200),
+            ..Tuning::default()
         };
         let Some(storage) = dir
             .as_ref()

@@ -132,6 +132,17 @@ impl Op {
     }
 }
 
+/// About how many bytes `ops` write.
+pub fn size_of<'o>(ops: impl IntoIterator<Item = &'o Op>) -> u64 {
+    ops.into_iter()
+        .map(|op| match op {
+            Op::Put(_, key, value) => key.len() + value.len(),
+            Op::Remove(_, key) => key.len(),
+            Op::GuardRolePut(_) | Op::GuardRoleDelete(..) => 0,
+        })
+        .sum::<usize>() as u64
+}
+
 /// The row operations of `writes`, in order.
 pub fn prepare<'w>(writes: impl IntoIterator<Item = &'w Write>) -> Result<Vec<Op>, StoreError> {
     let mut ops = Vec::new();

@@ -1,0 +1,181 @@
+//! Reads: everything the store answers, from the database in service.
+
+use super::codec::decode;
+use super::engine::Engine;
+use super::keys::{self, TreeName};
+use crate::domain::audit::AuditRecord;
+use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::member::Membership;
+use crate::domain::org_state::OrgState;
+use crate::domain::organization::Organization;
+use crate::domain::resources::Resource;
+use crate::domain::role::Role;
+use crate::domain::user::{TokenRecord, User};
+use crate::domain::webhook::WebhookEndpoint;
+use crate::ids::{AuditId, LogId, OrgId, ResourceId};
+use crate::storage::{Loaded, LogFilter, Page, StoreError};
+
+impl Engine {
+    /// The stored admin-token hash, if any.
+    pub fn admin_token_hash(&self) -> Result<Option<[u8; 32]>, StoreError> {
+        let value = self
+            .tree(TreeName::Meta)
+            .get(keys::ADMIN_TOKEN_SHA256)
+            .map_err(StoreError::engine)?;
+        Ok(value.and_then(|v| <[u8; 32]>::try_from(v.as_ref()).ok()))
+    }
+
+    /// Reads everything the in-memory state is built from.
+    pub fn load(&self) -> Result<Loaded, StoreError> {
+        let users = self.values::<User>(TreeName::Users)?;
+        let tokens = self.values::<TokenRecord>(TreeName::Tokens)?;
+        let mut orgs = Vec::new();
+        for org in self.values::<Organization>(TreeName::Orgs)? {
+            let prefix = org.id.as_bytes().to_vec();
+            let roles = self.prefixed::<Role>(TreeName::Roles, &prefix)?;
+            let members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
+            let webhook = match self
+                .tree(TreeName::Webhooks)
+                .get(&prefix)
+                .map_err(StoreError::engine)?
+            {
+                Some(bytes) => Some(decode::<WebhookEndpoint>(&bytes)?),
+                None => None,
+            };
+            orgs.push(OrgState::new(org, roles, members, webhook));
+        }
+        let jobs = self.values::<Job>(TreeName::Outbox)?;
+        Ok(Loaded {
+            orgs,
+            users,
+            tokens,
+            jobs,
+        })
+    }
+
+    /// A workspace resource of `org`.
+    pub fn resource<T: Resource>(
+        &self,
+        org: OrgId,
+        id: ResourceId,
+    ) -> Result<Option<T>, StoreError> {
+        let key = keys::resource(org, T::KIND, id);
+        match self
+            .tree(TreeName::Resources)
+            .get(key)
+            .map_err(StoreError::engine)?
+        {
+            Some(bytes) => decode(&bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// One page of `org`'s resources of kind `T`, newest first.
+    pub fn resource_page<T: Resource>(
+        &self,
+        org: OrgId,
+        before: Option<ResourceId>,
+        limit: usize,
+        parent: Option<ResourceId>,
+    ) -> Result<Page<T>, StoreError> {
+        let prefix = keys::resource_prefix(org, T::KIND);
+        let before = before.map(|id| keys::resource(org, T::KIND, id));
+        self.newest_first(
+            TreeName::Resources,
+            &prefix,
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            |value: &T| parent.is_none() || value.parent() == parent,
+        )
+    }
+
+    /// One page of an organization's audit log, newest first.
+    pub fn audit_page(
+        &self,
+        org: OrgId,
+        before: Option<AuditId>,
+        limit: usize,
+        action: Option<&str>,
+    ) -> Result<Page<AuditRecord>, StoreError> {
+        let before = before.map(|id| keys::audit(org, id));
+        self.newest_first(
+            TreeName::Audit,
+            org.as_bytes(),
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            |record: &AuditRecord| action.is_none_or(|a| record.action == a),
+        )
+    }
+
+    /// One page of an organization's delivery log, newest first.
+    pub fn delivery_log_page(
+        &self,
+        org: OrgId,
+        before: Option<LogId>,
+        limit: usize,
+        filter: LogFilter<'_>,
+    ) -> Result<Page<LogRecord>, StoreError> {
+        let before = before.map(|id| keys::delivery_log(org, id));
+        self.newest_first(
+            TreeName::DeliveryLog,
+            org.as_bytes(),
+            before.as_ref().map(|k| k.as_slice()),
+            limit,
+            |record: &LogRecord| filter.admits(record),
+        )
+    }
+
+    /// Up to `limit` records of `org` in `tree` that pass `filter`, newest
+    /// first, strictly before the key `before`; and whether more remain.
+    fn newest_first<T: serde::de::DeserializeOwned>(
+        &self,
+        tree: TreeName,
+        prefix: &[u8],
+        before: Option<&[u8]>,
+        limit: usize,
+        filter: impl Fn(&T) -> bool,
+    ) -> Result<Page<T>, StoreError> {
+        let start = prefix.to_vec();
+        let end = match before {
+            Some(key) => key.to_vec(),
+            None => {
+                let mut end = prefix.to_vec();
+                end.extend_from_slice(&[0xff; 17]);
+                end
+            }
+        };
+        let mut items = Vec::new();
+        for entry in self.tree(tree).range(start..end).rev() {
+            let (_, value) = entry.map_err(StoreError::engine)?;
+            let record: T = decode(&value)?;
+            if !filter(&record) {
+                continue;
+            }
+            if items.len() == limit {
+                return Ok(Page { items, more: true });
+            }
+            items.push(record);
+        }
+        Ok(Page { items, more: false })
+    }
+
+    fn values<T: serde::de::DeserializeOwned>(&self, tree: TreeName) -> Result<Vec<T>, StoreError> {
+        self.tree(tree)
+            .iter()
+            .values()
+            .map(|v| decode(&v.map_err(StoreError::engine)?))
+            .collect()
+    }
+
+    fn prefixed<T: serde::de::DeserializeOwned>(
+        &self,
+        tree: TreeName,
+        prefix: &[u8],
+    ) -> Result<Vec<T>, StoreError> {
+        self.tree(tree)
+            .scan_prefix(prefix)
+            .values()
+            .map(|v| decode(&v.map_err(StoreError::engine)?))
+            .collect()
+    }
+}

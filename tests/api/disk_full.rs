@@ -1,0 +1,380 @@
+//! A full disk (CONTRACT §9), on a small filesystem of the test's own (a
+//! tmpfs; mounting needs root, so without it the tests are skipped with the
+//! reason printed; CI runs as root): writes answer 503 STORAGE_UNAVAILABLE
+//! with `Retry-After` and change nothing, `/readyz` answers 503, what is held
+//! in memory is still served, the service recovers by itself once space is
+//! freed (deliveries and their log carry on), and after a SIGKILL every
+//! acknowledged write is there.
+//!
+//! Two paths lead there. The free-space guard (`storage.min_free_mb`)
+//! refuses writes before the disk is full; with the guard off, sled meets
+//! the full disk, fails, and is reopened once there is room.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{eventually, Reply, Running, ADMIN};
+use crate::receiver::TestReceiver;
+
+/// A tmpfs of `size_mb` MiB mounted on a temporary directory, unmounted
+/// when dropped.
+struct SmallFilesystem {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFilesystem {
+    /// The mounted filesystem, or `None` (with the reason printed) where
+    /// this process may not mount one.
+    fn mount(size_mb: u32) -> Option<Self> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size_mb}m"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        let why = match mounted {
+            Ok(out) if out.status.success() => return Some(SmallFilesystem { dir }),
+            Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            Err(err) => err.to_string(),
+        };
+        println!("skipping a full-disk test: cannot mount a small tmpfs ({why}); run as root to include it");
+        None
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A file taking `mb` MiB of the filesystem until it is removed.
+    fn ballast(&self, mb: usize) -> PathBuf {
+        let file = self.path().join("ballast");
+        std::fs::write(&file, vec![1u8; mb * 1024 * 1024]).expect("ballast written");
+        file
+    }
+
+    /// A file taking whatever room is left, until it is removed.
+    fn fill_up(&self) -> PathBuf {
+        use std::io::Write;
+        let path = self.path().join("filler");
+        let mut file = std::fs::File::create(&path).expect("filler created");
+        let chunk = vec![1u8; 64 * 1024];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.flush();
+        path
+    }
+}
+
+impl Drop for SmallFilesystem {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Asserts 503 STORAGE_UNAVAILABLE with `Retry-After` (the body is not
+/// printed: it may be large).
+#[track_caller]
+fn assert_unavailable(reply: &Reply, what: &str) {
+    let body = reply.json();
+    assert_eq!(
+        (reply.status, body["code"].as_str().unwrap_or("")),
+        (503, "STORAGE_UNAVAILABLE"),
+        "{what}: {}",
+        body["detail"]
+    );
+    assert_eq!(
+        reply.header("content-type"),
+        "application/problem+json",
+        "{what}"
+    );
+    assert_eq!(reply.header("retry-after"), "2", "{what}: Retry-After");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("nothing was changed"),
+        "{what}: {}",
+        body["detail"]
+    );
+}
+
+/// One organization with a webhook to `receiver` (subscribed to
+/// `task.created`), and its owner's token.
+async fn organization(server: &Running, receiver: &TestReceiver) -> (String, String) {
+    let (owner, token) = server.user(ADMIN, "owner@full.test").await;
+    let org = server
+        .post(
+            "/admin/organizations",
+            ADMIN,
+            json!({"name": "Full", "plan": "free", "owner_user_id": owner}),
+        )
+        .await
+        .expect(201)
+        .json();
+    let org = org["id"].as_str().expect("org id").to_owned();
+    let hook = format!("http://127.0.0.1:{}/hook", receiver.port);
+    let test = server
+        .post(
+            &format!("/organizations/{org}/webhook/test"),
+            &token,
+            json!({"url": hook, "events": ["task.created"]}),
+        )
+        .await
+        .expect(200)
+        .json();
+    server
+        .call(
+            actix_web::http::Method::PUT,
+            &format!("/organizations/{org}/webhook"),
+            Some(&token),
+            Some(json!({"test_id": test["test_id"]})),
+        )
+        .await
+        .expect(200);
+    (org, token)
+}
+
+/// Creates tasks with `description_len` characters each until one is
+/// refused; returns the acknowledged ones (id, title) and the refusal.
+async fn fill(
+    server: &Running,
+    org: &str,
+    token: &str,
+    description_len: usize,
+) -> (Vec<(String, String)>, Reply) {
+    let tasks = format!("/organizations/{org}/tasks");
+    let mut acknowledged = Vec::new();
+    loop {
+        assert!(acknowledged.len() < 20_000, "the disk never filled");
+        let title = format!("task {}", acknowledged.len());
+        let body = json!({"title": title, "description": "x".repeat(description_len)});
+        let reply = server.post(&tasks, token, body).await;
+        if reply.status != 201 {
+            return (acknowledged, reply);
+        }
+        let id = reply.json()["id"].as_str().expect("task id").to_owned();
+        acknowledged.push((id, title));
+    }
+}
+
+/// While the store refuses writes: every write is 503 and changes nothing,
+/// `/readyz` is 503, `/healthz` and what is held in memory still answer.
+async fn assert_refusing(server: &Running, org: &str, token: &str) {
+    let tasks = format!("/organizations/{org}/tasks");
+    let small = server
+        .post(&tasks, token, json!({"title": "refused"}))
+        .await;
+    assert_unavailable(&small, "a small task");
+    let user = server
+        .post("/admin/users", ADMIN, json!({"email": "late@full.test"}))
+        .await;
+    assert_unavailable(&user, "a user");
+    let org_path = format!("/organizations/{org}");
+    let rename = server
+        .patch(&org_path, token, json!({"name": "Renamed"}))
+        .await;
+    assert_unavailable(&rename, "a rename");
+    assert_unavailable(&server.get("/readyz", token).await, "/readyz");
+    assert_eq!(
+        server.get("/healthz", token).await.expect(200).json(),
+        json!({"status": "ok"}),
+        "liveness is not readiness"
+    );
+    let served = server.get(&org_path, token).await.expect(200).json();
+    assert_eq!(
+        served["name"],
+        json!("Full"),
+        "the refused rename changed nothing"
+    );
+    server.get("/me", token).await.expect(200);
+}
+
+/// Every item of a list, page by page.
+async fn all_items(server: &Running, path: &str, token: &str) -> Option<Vec<Value>> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = match &cursor {
+            Some(cursor) => format!("{path}&limit=200&cursor={cursor}"),
+            None => format!("{path}&limit=200"),
+        };
+        let reply = server.get(&page, token).await;
+        if reply.status != 200 {
+            return None;
+        }
+        let body = reply.json();
+        items.extend(body["items"].as_array().cloned().unwrap_or_default());
+        match body["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return Some(items),
+        }
+    }
+}
+
+/// After space is freed: ready again without a restart, writes succeed,
+/// and every acknowledged task was delivered and logged as succeeded.
+async fn assert_recovered(
+    server: &Running,
+    org: &str,
+    token: &str,
+    receiver: &TestReceiver,
+    acknowledged: &mut Vec<(String, String)>,
+) {
+    eventually(Duration::from_secs(30), "/readyz to answer 200", || async {
+        (server.get("/readyz", token).await.status == 200).then_some(())
+    })
+    .await;
+    let tasks = format!("/organizations/{org}/tasks");
+    let after = server
+        .post(&tasks, token, json!({"title": "after recovery"}))
+        .await
+        .expect(201)
+        .json();
+    let id = after["id"].as_str().expect("task id").to_owned();
+    acknowledged.push((id, "after recovery".to_owned()));
+    server
+        .post("/admin/users", ADMIN, json!({"email": "late@full.test"}))
+        .await
+        .expect(201);
+    let org_path = format!("/organizations/{org}");
+    let renamed = server
+        .patch(&org_path, token, json!({"name": "Renamed"}))
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(renamed["name"], json!("Renamed"));
+
+    // Deliveries went on, and their log records, held while the store
+    // refused them, were written once it was back.
+    let delivered = receiver
+        .wait_for(acknowledged.len() + 1, Duration::from_secs(30))
+        .await;
+    for (id, _) in acknowledged.iter() {
+        assert!(
+            delivered
+                .iter()
+                .any(|d| d.json()["data"]["id"] == json!(id)),
+            "task {id} was delivered"
+        );
+    }
+    let log =
+        format!("/organizations/{org}/webhook/deliveries?event=task.created&outcome=succeeded");
+    eventually(
+        Duration::from_secs(30),
+        "a succeeded record per task",
+        || async {
+            let logged = all_items(server, &log, token).await?;
+            (logged.len() >= acknowledged.len()).then_some(())
+        },
+    )
+    .await;
+}
+
+/// After a SIGKILL and a restart: every acknowledged task, nothing refused.
+async fn assert_kept(
+    data: &Path,
+    env: &[(&str, &str)],
+    org: &str,
+    token: &str,
+    acknowledged: &[(String, String)],
+) {
+    let server = Running::start(data, env);
+    let tasks = format!("/organizations/{org}/tasks");
+    for (id, title) in acknowledged {
+        let task: Value = server.get(&format!("{tasks}/{id}"), token).await.json();
+        assert_eq!(&task["title"], &json!(title), "task {id}");
+    }
+    let stored: Vec<String> = all_items(&server, &format!("{tasks}?"), token)
+        .await
+        .expect("the tasks are listed")
+        .iter()
+        .filter_map(|t| t["title"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(stored.len(), acknowledged.len(), "only acknowledged tasks");
+    assert!(!stored.iter().any(|t| t == "refused"));
+    let org = server
+        .get(&format!("/organizations/{org}"), token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(org["name"], json!("Renamed"));
+}
+
+const WEBHOOKS_TO_LOOPBACK: [(&str, &str); 2] = [
+    ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+    ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+];
+
+/// The free-space guard refuses writes before the disk is full; reads of
+/// the store go on; freeing space is enough.
+#[actix_web::test]
+async fn a_nearly_full_disk_refuses_writes_until_space_is_freed() {
+    let Some(fs) = SmallFilesystem::mount(24) else {
+        return;
+    };
+    let ballast = fs.ballast(8);
+    let data = fs.path().join("data");
+    let env = [
+        WEBHOOKS_TO_LOOPBACK[0],
+        WEBHOOKS_TO_LOOPBACK[1],
+        ("ROLECALL_STORAGE__MIN_FREE_MB", "2"),
+    ];
+    let mut server = Running::start(&data, &env);
+    let receiver = TestReceiver::start().await;
+    let (org, token) = organization(&server, &receiver).await;
+    assert_eq!(
+        server.get("/readyz", &token).await.expect(200).json(),
+        json!({"status": "ready"})
+    );
+    let (mut acknowledged, refusal) = fill(&server, &org, &token, 60_000).await;
+    assert_unavailable(&refusal, "the write that found the disk full");
+    assert!(acknowledged.len() > 10, "some writes fit first");
+    // The store itself is fine: what it holds is still read.
+    let page = server
+        .get(&format!("/organizations/{org}/tasks?limit=1"), &token)
+        .await;
+    assert_eq!(page.status, 200, "reads of the store go on");
+    // Smaller writes may still fit the room the guard keeps for them; take
+    // the rest of it, and every write is refused.
+    let filler = fs.fill_up();
+    assert_refusing(&server, &org, &token).await;
+
+    std::fs::remove_file(&ballast).expect("ballast removed");
+    std::fs::remove_file(&filler).expect("filler removed");
+    assert_recovered(&server, &org, &token, &receiver, &mut acknowledged).await;
+    server.kill_hard();
+    assert_kept(&data, &env, &org, &token, &acknowledged).await;
+}
+
+/// With the guard off, sled meets the full disk: the store goes out of
+/// service (reads of it too) and is reopened once there is room.
+#[actix_web::test]
+async fn a_store_failed_by_a_full_disk_is_reopened_once_there_is_room() {
+    let Some(fs) = SmallFilesystem::mount(12) else {
+        return;
+    };
+    let ballast = fs.ballast(3);
+    let data = fs.path().join("data");
+    let env = [
+        WEBHOOKS_TO_LOOPBACK[0],
+        WEBHOOKS_TO_LOOPBACK[1],
+        ("ROLECALL_STORAGE__MIN_FREE_MB", "0"),
+    ];
+    let mut server = Running::start(&data, &env);
+    let receiver = TestReceiver::start().await;
+    let (org, token) = organization(&server, &receiver).await;
+    // Values small enough to stay in sled's log (no blob files).
+    let (mut acknowledged, refusal) = fill(&server, &org, &token, 4_000).await;
+    assert_unavailable(&refusal, "the write that found the disk full");
+    assert_refusing(&server, &org, &token).await;
+    let page = server
+        .get(&format!("/organizations/{org}/tasks?limit=1"), &token)
+        .await;
+    assert_unavailable(&page, "a read of the store while it is out of service");
+
+    std::fs::remove_file(&ballast).expect("ballast removed");
+    assert_recovered(&server, &org, &token, &receiver, &mut acknowledged).await;
+    server.kill_hard();
+    assert_kept(&data, &env, &org, &token, &acknowledged).await;
+}
