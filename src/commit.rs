@@ -200,7 +200,9 @@ mod tests {
     impl Deliveries for Witness {
         fn enqueue(&self, jobs: Vec<Job>) {
             let Store::Sled(sled) = &self.store;
-            let stored = sled.load().map(|loaded| loaded.jobs).unwrap_or_default();
+            let stored = sled
+                .outbox_after(self.org, None, usize::MAX)
+                .unwrap_or_default();
             let published = self
                 .directory
                 .get(self.org)
@@ -317,8 +319,7 @@ mod tests {
         let seen = witness.seen.lock().map(|s| s.len()).unwrap_or_default();
         assert_eq!(seen, 1, "nothing handed to the dispatcher");
         let stored = runtime
-            .block_on(store.load())
-            .map(|l| l.jobs)
+            .block_on(store.outbox_after(state.id(), None, usize::MAX))
             .unwrap_or_default();
         assert!(!stored.contains(&refused_job), "nothing stored");
     }

@@ -126,6 +126,9 @@ pub struct WebhookConfig {
     pub delivery_workers: usize,
     /// Delivery-log records kept per organization.
     pub log_retention: usize,
+    /// Unfinished deliveries of one organization held in memory; the rest
+    /// wait in the outbox.
+    pub backlog_window: usize,
 }
 
 impl WebhookConfig {

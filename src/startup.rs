@@ -19,7 +19,7 @@ use crate::actors::dispatcher::Dispatcher;
 use crate::actors::fair_queue::Limits;
 use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
-use crate::actors::messages::{AttemptFinished, Deliver, Drain, Enqueue, FlushLog};
+use crate::actors::messages::{AttemptFinished, Deliver, Drain, FlushLog};
 use crate::actors::registry::Registry;
 use crate::commit::{Commit, CommitPath};
 use crate::config::Config;
@@ -112,10 +112,11 @@ impl Application {
         let dispatcher = dispatching.run(Dispatcher::new(
             limits,
             hooks.retry_delay(),
+            hooks.backlog_window,
+            store.clone(),
             deliverers,
             log.clone().recipient(),
         ));
-        dispatcher.do_send(Enqueue(loaded.jobs));
 
         let admin_token_sha256 = admin_token_hash(&config, &store, &commit).await?;
         let registry = Registry::new(

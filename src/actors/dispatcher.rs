@@ -1,22 +1,34 @@
 //! The dispatcher: starts attempts as slots free up ([`FairQueue`]),
 //! decides what becomes of each delivery after an attempt
 //! ([`next_step`]), and hands the result to the log actor. Retries wait on
-//! a timer: due `retry_delay_ms` after the attempt ended.
+//! a timer: due `retry_delay_ms` after the attempt ended. It holds only a
+//! window of each organization's deliveries ([`Backlog`]); the rest wait in
+//! the outbox and are read in order as the window empties.
 
 use std::time::Duration;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use crate::actors::backlog::{Backlog, Read};
 use crate::actors::fair_queue::{FairQueue, Limits};
 use crate::actors::messages::{AppendLog, AttemptFinished, Deliver, Drain, DropOrg, Enqueue};
 use crate::domain::change::Write;
 use crate::domain::delivery::{next_step, AttemptOutcome, Job, LogRecord, NextStep};
+use crate::ids::OrgId;
+use crate::storage::Store;
 use crate::time::Timestamp;
+
+/// How long a failed read of the outbox waits before it is tried again.
+const READ_RETRY: Duration = Duration::from_secs(1);
 
 /// Schedules attempts.
 pub struct Dispatcher {
     queue: FairQueue,
+    /// Which deliveries are held, and which wait in the outbox.
+    backlog: Backlog,
+    /// Where the backlog waits (reads only: results go through the log actor).
+    store: Store,
     /// Jobs waiting on a timer (retries, recovered jobs not yet due).
     scheduled: usize,
     retry_delay: Duration,
@@ -29,16 +41,21 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher starting attempts on `workers` and recording their
-    /// results with `log`.
+    /// A dispatcher starting attempts on `workers`, recording their results
+    /// with `log`, and holding at most `window` deliveries of an
+    /// organization (the rest it reads from `store`'s outbox).
     pub fn new(
         limits: Limits,
         retry_delay: Duration,
+        window: usize,
+        store: Store,
         workers: Vec<Recipient<Deliver>>,
         log: Recipient<AppendLog>,
     ) -> Self {
         Dispatcher {
             queue: FairQueue::new(limits),
+            backlog: Backlog::new(window),
+            store,
             scheduled: 0,
             retry_delay,
             workers,
@@ -76,6 +93,52 @@ impl Dispatcher {
         }
     }
 
+    /// Reads the next part of `org`'s backlog when its window has room.
+    fn read_backlog(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+        let Some(read) = self.backlog.next_read(org) else {
+            return;
+        };
+        let store = self.store.clone();
+        let reading = async move { store.outbox_after(read.org, read.after, read.limit).await };
+        ctx.spawn(
+            reading
+                .into_actor(self)
+                .map(move |result, act, ctx| act.backlog_read(read, result, ctx)),
+        );
+    }
+
+    fn backlog_read(
+        &mut self,
+        read: Read,
+        result: Result<Vec<Job>, crate::storage::StoreError>,
+        ctx: &mut Context<Self>,
+    ) {
+        match result {
+            Ok(jobs) => {
+                self.backlog.read_done(read, &jobs);
+                for job in jobs {
+                    self.schedule(job, ctx);
+                }
+                self.pump();
+                self.read_backlog(read.org, ctx);
+            }
+            Err(err) => {
+                self.backlog.read_failed(read);
+                tracing::warn!(
+                    organization_id = %read.org, error = %crate::telemetry::cause_chain(&err),
+                    "reading the outbox failed; trying again shortly"
+                );
+                ctx.run_later(READ_RETRY, move |act, ctx| act.read_backlog(read.org, ctx));
+            }
+        }
+    }
+
+    /// A held delivery of `org` finished: its place goes to the next one.
+    fn released(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+        self.backlog.released(org);
+        self.read_backlog(org, ctx);
+    }
+
     /// Records an attempt and decides the job's fate: done, or attempted
     /// again later (then returned).
     fn record(&mut self, mut job: Job, outcome: AttemptOutcome) -> Option<Job> {
@@ -108,7 +171,7 @@ impl Dispatcher {
                     &outcome,
                     envelope,
                 );
-                let delete = Write::DeleteJob(job.delivery_id);
+                let delete = Write::DeleteJob(job.organization_id, job.delivery_id);
                 self.log.do_send(AppendLog {
                     record,
                     job: Some(delete),
@@ -147,17 +210,43 @@ impl Dispatcher {
 impl Actor for Dispatcher {
     type Context = Context<Self>;
 
-    fn started(&mut self, _: &mut Self::Context) {
-        self.pump();
+    /// Holds each organization's first window of unfinished deliveries
+    /// (never attempted, waiting for their retry, or in flight at a crash:
+    /// at-least-once); no message is handled before.
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let (store, window) = (self.store.clone(), self.backlog.window());
+        let loading = async move { store.outbox_windows(window).await };
+        ctx.wait(loading.into_actor(self).map(|loaded, act, ctx| match loaded {
+            Ok(windows) => {
+                for window in windows {
+                    act.backlog.restore(window.org, &window.jobs, window.more);
+                    for job in window.jobs {
+                        act.schedule(job, ctx);
+                    }
+                }
+                act.pump();
+            }
+            Err(err) => {
+                // Left in the outbox; delivered after the next start.
+                tracing::error!(
+                    error = %crate::telemetry::cause_chain(&err),
+                    "reading the outbox at start failed; its deliveries wait for the next start"
+                );
+            }
+        }));
     }
 }
 
 impl Handler<Enqueue> for Dispatcher {
     type Result = ();
 
+    /// New durable deliveries: held when their organization's window has
+    /// room, else they wait in the outbox and are read in their turn.
     fn handle(&mut self, Enqueue(jobs): Enqueue, ctx: &mut Self::Context) {
         for job in jobs {
-            self.schedule(job, ctx);
+            if self.backlog.admit(&job) {
+                self.schedule(job, ctx);
+            }
         }
         self.pump();
     }
@@ -167,9 +256,11 @@ impl Handler<AttemptFinished> for Dispatcher {
     type Result = ();
 
     fn handle(&mut self, msg: AttemptFinished, ctx: &mut Self::Context) {
-        self.queue.finished(msg.job.organization_id);
-        if let Some(retry) = self.record(msg.job, msg.outcome) {
-            self.schedule(retry, ctx);
+        let org = msg.job.organization_id;
+        self.queue.finished(org);
+        match self.record(msg.job, msg.outcome) {
+            Some(retry) => self.schedule(retry, ctx),
+            None => self.released(org, ctx),
         }
         self.pump();
         self.notify_if_drained();
@@ -181,11 +272,14 @@ impl Handler<DropOrg> for Dispatcher {
 
     /// Due jobs are dropped at once; jobs waiting for their retry, and
     /// attempts in flight, find the endpoint gone when they next start.
-    fn handle(&mut self, DropOrg(org): DropOrg, _: &mut Self::Context) {
+    fn handle(&mut self, DropOrg(org): DropOrg, ctx: &mut Self::Context) {
         let at = Timestamp::now();
         for job in self.queue.drop_org(org) {
             self.record(job, AttemptOutcome::EndpointRemoved { at });
+            self.backlog.released(org);
         }
+        // What waits in the outbox is read in turn and found orphaned.
+        self.read_backlog(org, ctx);
     }
 }
 

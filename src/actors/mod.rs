@@ -4,6 +4,7 @@
 //! [`delivery::DeliveryActor`]s and the [`log::LogActor`] deliver what the
 //! commit path hands them through [`handoff::Handoff`].
 
+pub mod backlog;
 pub mod delivery;
 pub mod dispatcher;
 pub mod fair_queue;

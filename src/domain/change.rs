@@ -27,8 +27,8 @@ pub enum Write {
     Audit(AuditRecord),
     /// Insert or replace a delivery waiting for its next attempt.
     PutJob(Job),
-    /// Remove a finished delivery.
-    DeleteJob(DeliveryId),
+    /// Remove a finished delivery of an organization.
+    DeleteJob(OrgId, DeliveryId),
     /// Append a delivery-log record.
     Log(LogRecord),
     /// Insert or replace a workspace resource of an organization.

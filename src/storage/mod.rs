@@ -120,8 +120,16 @@ pub struct Loaded {
     pub users: Vec<User>,
     /// Every live token.
     pub tokens: Vec<TokenRecord>,
-    /// Every unfinished delivery, oldest first.
+}
+
+/// The first unfinished deliveries of one organization, oldest first.
+pub struct Window {
+    /// The organization.
+    pub org: OrgId,
+    /// Its first jobs.
     pub jobs: Vec<Job>,
+    /// Whether more wait after them.
+    pub more: bool,
 }
 
 /// One page of a newest-first list, and whether more remain after it.
@@ -237,6 +245,27 @@ impl Store {
     pub async fn load(&self) -> Result<Loaded, StoreError> {
         match self {
             Store::Sled(store) => store.load(),
+        }
+    }
+
+    /// Up to `limit` of `org`'s unfinished deliveries after `after`, oldest
+    /// first: the next part of its backlog.
+    pub async fn outbox_after(
+        &self,
+        org: OrgId,
+        after: Option<DeliveryId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        match self {
+            Store::Sled(store) => store.outbox_after(org, after, limit),
+        }
+    }
+
+    /// Each organization's first `limit` unfinished deliveries, and whether
+    /// more wait: what the dispatcher holds at start.
+    pub async fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
+        match self {
+            Store::Sled(store) => store.outbox_windows(limit),
         }
     }
 

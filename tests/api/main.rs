@@ -10,6 +10,7 @@ mod actors;
 mod admin;
 mod admin_cli;
 mod audit;
+mod backlog;
 mod bad_input;
 mod dashboard_browser;
 mod disk_full;

@@ -3,7 +3,7 @@
 //! and no lookup can cross organizations by accident.
 
 use crate::domain::resources::ResourceKind;
-use crate::ids::{AuditId, LogId, OrgId, ResourceId, RoleId, TokenId, UserId};
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, RoleId, TokenId, UserId};
 
 /// Every tree, with its versioned name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub enum TreeName {
     Meta,
     /// org id → WebhookEndpoint
     Webhooks,
-    /// delivery id (time-ordered) → Job
+    /// org id | delivery id (time-ordered) → Job
     Outbox,
     /// org id | log id (time-ordered) → LogRecord
     DeliveryLog,
@@ -67,7 +67,7 @@ impl TreeName {
             TreeName::Audit => "audit_v1",
             TreeName::Meta => "meta_v1",
             TreeName::Webhooks => "webhooks_v1",
-            TreeName::Outbox => "outbox_v1",
+            TreeName::Outbox => "outbox_v2",
             TreeName::DeliveryLog => "delivery_log_v1",
             TreeName::Resources => "resources_v1",
         }
@@ -142,6 +142,15 @@ pub fn resource(org: OrgId, kind: ResourceKind, id: ResourceId) -> [u8; 33] {
     key
 }
 
+/// Key of an outbox job: by organization, then in creation order.
+pub fn job(org: OrgId, id: DeliveryId) -> [u8; 32] {
+    pair(org.as_bytes(), id.as_bytes())
+}
+
+/// The outbox of layout 1, keyed by delivery id alone; moved to
+/// [`TreeName::Outbox`] when a data directory of that layout is opened.
+pub const OUTBOX_V1: &str = "outbox_v1";
+
 /// Key of a token-id index entry.
 pub fn token_id(id: TokenId) -> [u8; 16] {
     *id.as_bytes()
@@ -176,7 +185,7 @@ mod tests {
                 "audit_v1",
                 "meta_v1",
                 "webhooks_v1",
-                "outbox_v1",
+                "outbox_v2",
                 "delivery_log_v1",
                 "resources_v1"
             ]
@@ -189,5 +198,15 @@ mod tests {
         assert_eq!(&key[..16], &[1; 16]);
         assert_eq!(key[16], 4);
         assert_eq!(&key[17..], &[2; 16]);
+        let job = job(
+            org,
+            DeliveryId::from_slice(&[3; 16]).unwrap_or_else(DeliveryId::generate),
+        );
+        assert_eq!(
+            &job[..16],
+            &[1; 16],
+            "the outbox is kept by organization (layout 2)"
+        );
+        assert_eq!(&job[16..], &[3; 16]);
     }
 }

@@ -26,10 +26,10 @@ use ::sled::transaction::ConflictableTransactionError;
 
 use crate::domain::audit::AuditRecord;
 use crate::domain::change::Write;
-use crate::domain::delivery::LogRecord;
+use crate::domain::delivery::{Job, LogRecord};
 use crate::domain::resources::Resource;
-use crate::ids::{AuditId, LogId, OrgId, ResourceId};
-use crate::storage::{Loaded, LogFilter, Page, StoreError};
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
+use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
 use codec::decode;
 use engine::{Engine, Slot};
 use group_commit::GroupCommit;
@@ -38,8 +38,10 @@ use room::Room;
 use write::{apply, commit_to, lift, lift_read, prepare, transaction, Aborted};
 
 /// The storage layout this build reads and writes: tree names and value
-/// encodings. A change gets a new number and a migration on open.
-const LAYOUT: u8 = 1;
+/// encodings. A change gets a new number and a migration on open. Layout
+/// 2 keys the outbox by organization (`outbox_v2`), so that each
+/// organization's backlog is read in order, a window at a time.
+const LAYOUT: u8 = 2;
 
 /// Performance settings of the database.
 #[derive(Clone, Copy, Debug)]
@@ -202,6 +204,23 @@ impl SledStore {
         self.read(Engine::load)
     }
 
+    /// Up to `limit` of `org`'s unfinished deliveries after `after`, oldest
+    /// first.
+    pub fn outbox_after(
+        &self,
+        org: OrgId,
+        after: Option<DeliveryId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        self.read(|engine| engine.outbox_after(org, after, limit))
+    }
+
+    /// Each organization's first `limit` unfinished deliveries, and whether
+    /// more wait.
+    pub fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
+        self.read(|engine| engine.outbox_windows(limit))
+    }
+
     /// A workspace resource of `org`.
     pub fn resource<T: Resource>(
         &self,
@@ -274,25 +293,84 @@ impl SledStore {
     }
 }
 
-/// Refuses a database of another layout; stamps a new one with this build's.
+/// Refuses a database of a layout this build does not know; migrates
+/// layout 1; stamps a new one with this build's.
 fn check_layout(engine: &Engine) -> Result<(), StoreError> {
     let meta = engine.tree(TreeName::Meta);
+    let stamp = || -> Result<(), StoreError> {
+        meta.insert(keys::LAYOUT_VERSION, &[LAYOUT])
+            .map_err(StoreError::engine)?;
+        engine.db.flush().map_err(StoreError::engine)?;
+        Ok(())
+    };
     match meta
         .get(keys::LAYOUT_VERSION)
         .map_err(StoreError::engine)?
         .as_deref()
     {
-        None => {
-            meta.insert(keys::LAYOUT_VERSION, &[LAYOUT])
-                .map_err(StoreError::engine)?;
-            Ok(())
+        None => stamp(),
+        Some([version]) if *version == LAYOUT => drop_old_outbox(engine),
+        Some([1]) => {
+            migrate_outbox(engine)?;
+            stamp()?;
+            drop_old_outbox(engine)
         }
-        Some([version]) if *version == LAYOUT => Ok(()),
         Some(other) => Err(StoreError::Layout {
             found: other.first().copied().unwrap_or(0),
             expected: LAYOUT,
         }),
     }
+}
+
+/// Layout 1 → 2: copies every job of `outbox_v1` (keyed by delivery id)
+/// into the outbox keyed by organization, in batches. Copying again after
+/// a crash is harmless: the layout is stamped only once all are copied.
+fn migrate_outbox(engine: &Engine) -> Result<(), StoreError> {
+    let old = engine
+        .db
+        .open_tree(keys::OUTBOX_V1)
+        .map_err(StoreError::engine)?;
+    let outbox = engine.tree(TreeName::Outbox);
+    let mut batch = ::sled::Batch::default();
+    let mut moved = 0usize;
+    for entry in old.iter().values() {
+        let job: crate::domain::delivery::Job = decode(&entry.map_err(StoreError::engine)?)?;
+        batch.insert(
+            keys::job(job.organization_id, job.delivery_id).to_vec(),
+            codec::encode(&job)?,
+        );
+        moved += 1;
+        if moved % 10_000 == 0 {
+            outbox
+                .apply_batch(std::mem::take(&mut batch))
+                .map_err(StoreError::engine)?;
+        }
+    }
+    outbox.apply_batch(batch).map_err(StoreError::engine)?;
+    engine.db.flush().map_err(StoreError::engine)?;
+    if moved > 0 {
+        tracing::info!(
+            jobs = moved,
+            "storage layout 1 → 2: the outbox is now kept by organization"
+        );
+    }
+    Ok(())
+}
+
+/// Removes the layout-1 outbox once its jobs are in the new one.
+fn drop_old_outbox(engine: &Engine) -> Result<(), StoreError> {
+    let exists = engine
+        .db
+        .tree_names()
+        .iter()
+        .any(|name| name.as_ref() == keys::OUTBOX_V1.as_bytes());
+    if exists {
+        engine
+            .db
+            .drop_tree(keys::OUTBOX_V1)
+            .map_err(StoreError::engine)?;
+    }
+    Ok(())
 }
 
 /// Deletes the `count` oldest records of `org` in a delivery log; returns
@@ -374,6 +452,63 @@ mod tests {
             matches!(err, Some(StoreError::Layout { found, expected }) if found == LAYOUT + 1 && expected == LAYOUT),
             "{err:?}"
         );
+    }
+
+    /// A data directory of layout 1 (the outbox keyed by delivery id) opens
+    /// as layout 2: its jobs are kept, now by organization, the old tree is
+    /// gone, and the layout is stamped.
+    #[test]
+    fn a_layout_1_outbox_is_moved_to_layout_2() {
+        use crate::domain::event::EventKind;
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let (org, other) = (OrgId::generate(), OrgId::generate());
+        let jobs: Vec<Job> = [org, other, org]
+            .iter()
+            .map(|o| Job::new(*o, EventKind::TaskCreated, b"{}".to_vec()))
+            .collect();
+        {
+            let Ok(db) = ::sled::open(dir.path().join("db")) else {
+                panic!("sled did not open")
+            };
+            let (Ok(old), Ok(meta)) = (
+                db.open_tree(keys::OUTBOX_V1),
+                db.open_tree(TreeName::Meta.name()),
+            ) else {
+                panic!("trees did not open")
+            };
+            for job in &jobs {
+                let value = codec::encode(job).unwrap_or_default();
+                assert!(old.insert(job.delivery_id.as_bytes(), value).is_ok());
+            }
+            assert!(meta.insert(keys::LAYOUT_VERSION, &[1u8]).is_ok());
+            assert!(db.flush().is_ok());
+        }
+        let storage = open(dir.path());
+        let mine = storage.outbox_after(org, None, 10).unwrap_or_default();
+        assert_eq!(mine, vec![jobs[0].clone(), jobs[2].clone()]);
+        let windows = storage.outbox_windows(1).unwrap_or_default();
+        let summary: Vec<(OrgId, usize, bool)> = windows
+            .iter()
+            .map(|w| (w.org, w.jobs.len(), w.more))
+            .collect();
+        let mut expected = vec![(org, 1, true), (other, 1, false)];
+        expected.sort_by_key(|(o, ..)| *o.as_bytes());
+        assert_eq!(summary, expected);
+        let Ok(engine) = storage.slot.current() else {
+            panic!("no database in service")
+        };
+        let names = engine.db.tree_names();
+        assert!(!names
+            .iter()
+            .any(|n| n.as_ref() == keys::OUTBOX_V1.as_bytes()));
+        let layout = engine
+            .tree(TreeName::Meta)
+            .get(keys::LAYOUT_VERSION)
+            .ok()
+            .flatten();
+        assert_eq!(layout.as_deref(), Some(&[LAYOUT][..]));
     }
 
     #[test]

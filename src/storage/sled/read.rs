@@ -12,8 +12,13 @@ use crate::domain::resources::Resource;
 use crate::domain::role::Role;
 use crate::domain::user::{TokenRecord, User};
 use crate::domain::webhook::WebhookEndpoint;
-use crate::ids::{AuditId, LogId, OrgId, ResourceId};
-use crate::storage::{Loaded, LogFilter, Page, StoreError};
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
+use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
+
+/// An outbox key too short to hold an organization id.
+#[derive(Debug, thiserror::Error)]
+#[error("an outbox key is too short to name an organization")]
+struct BadKey;
 
 impl Engine {
     /// The stored admin-token hash, if any.
@@ -44,12 +49,10 @@ impl Engine {
             };
             orgs.push(OrgState::new(org, roles, members, webhook));
         }
-        let jobs = self.values::<Job>(TreeName::Outbox)?;
         Ok(Loaded {
             orgs,
             users,
             tokens,
-            jobs,
         })
     }
 
@@ -123,6 +126,54 @@ impl Engine {
             limit,
             |record: &LogRecord| filter.admits(record),
         )
+    }
+
+    /// Up to `limit` of `org`'s jobs after `after`, oldest first.
+    pub fn outbox_after(
+        &self,
+        org: OrgId,
+        after: Option<DeliveryId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let start = match after {
+            // The key right after `after`'s: its own, one zero byte longer.
+            Some(id) => {
+                let mut key = keys::job(org, id).to_vec();
+                key.push(0);
+                key
+            }
+            None => org.as_bytes().to_vec(),
+        };
+        let mut end = org.as_bytes().to_vec();
+        end.extend_from_slice(&[0xff; 17]);
+        self.tree(TreeName::Outbox)
+            .range(start..end)
+            .values()
+            .take(limit)
+            .map(|v| decode(&v.map_err(StoreError::engine)?))
+            .collect()
+    }
+
+    /// Each organization's first `limit` jobs and whether more wait: one
+    /// range read per organization, skipping to the next by key.
+    pub fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
+        let outbox = self.tree(TreeName::Outbox);
+        let mut windows = Vec::new();
+        let mut from = Vec::new();
+        while let Some(entry) = outbox.range(from.as_slice()..).next() {
+            let (key, _) = entry.map_err(StoreError::engine)?;
+            let Some(org) = key.get(..16).and_then(OrgId::from_slice) else {
+                return Err(StoreError::codec(BadKey));
+            };
+            let mut jobs = self.outbox_after(org, None, limit + 1)?;
+            let more = jobs.len() > limit;
+            jobs.truncate(limit);
+            windows.push(Window { org, jobs, more });
+            // Past every key of this organization.
+            from = org.as_bytes().to_vec();
+            from.extend_from_slice(&[0xff; 17]);
+        }
+        Ok(windows)
     }
 
     /// Up to `limit` records of `org` in `tree` that pass `filter`, newest

@@ -175,13 +175,10 @@ fn prepare_one(write: &Write, ops: &mut Vec<Op>) -> Result<(), StoreError> {
             ops.push(Op::Put(Audit, key, encode(record)?));
         }
         Write::PutJob(job) => {
-            ops.push(Op::Put(
-                Outbox,
-                job.delivery_id.as_bytes().to_vec(),
-                encode(job)?,
-            ));
+            let key = keys::job(job.organization_id, job.delivery_id).to_vec();
+            ops.push(Op::Put(Outbox, key, encode(job)?));
         }
-        Write::DeleteJob(id) => ops.push(Op::Remove(Outbox, id.as_bytes().to_vec())),
+        Write::DeleteJob(org, id) => ops.push(Op::Remove(Outbox, keys::job(*org, *id).to_vec())),
         Write::Log(record) => {
             let key = keys::delivery_log(record.organization_id, record.id).to_vec();
             ops.push(Op::Put(DeliveryLog, key, encode(record)?));

@@ -1,0 +1,275 @@
+//! Which of each organization's unfinished deliveries the dispatcher holds
+//! in memory, and where the rest wait: in the outbox, read in order a
+//! window at a time as slots free up (CONTRACT §9: memory does not grow
+//! with the backlog).
+//!
+//! Each organization holds at most `window` jobs (due, waiting for a retry,
+//! or in flight). Its jobs are read from the outbox in delivery-id order,
+//! which is creation order, after a cursor: every job with an id up to the
+//! cursor is held or finished, and only later ones may wait in the outbox.
+//! A new job comes from a commit: it is held when there is room and nothing
+//! waits before it, else it waits in the outbox and is read in its turn; one
+//! whose id is at or before the cursor (committed after a job created later
+//! than it) is held at once, since no read will reach it.
+
+use std::collections::HashMap;
+
+use crate::domain::delivery::Job;
+use crate::ids::{DeliveryId, OrgId};
+
+#[derive(Debug, Default)]
+struct OrgBacklog {
+    /// Jobs held in memory: due, waiting for their retry, or in flight.
+    held: usize,
+    /// Every job with an id up to this one is held or finished.
+    cursor: Option<DeliveryId>,
+    /// Jobs after the cursor may wait in the outbox.
+    on_disk: bool,
+    /// A read of the outbox is under way.
+    reading: bool,
+    /// A job was left in the outbox while the read ran (the read may not
+    /// have seen it).
+    missed: bool,
+}
+
+/// A read of the outbox to make: `limit` jobs of `org` after `after`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Read {
+    /// The organization.
+    pub org: OrgId,
+    /// Jobs after this one.
+    pub after: Option<DeliveryId>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// Per-organization windows over the outbox.
+#[derive(Debug)]
+pub struct Backlog {
+    window: usize,
+    orgs: HashMap<OrgId, OrgBacklog>,
+}
+
+impl Backlog {
+    /// Windows of `window` jobs (at least 1).
+    pub fn new(window: usize) -> Self {
+        Backlog {
+            window: window.max(1),
+            orgs: HashMap::new(),
+        }
+    }
+
+    /// Jobs an organization holds at most.
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// At start: `jobs`, the first of `org`'s, are held; `more` wait after.
+    pub fn restore(&mut self, org: OrgId, jobs: &[Job], more: bool) {
+        let entry = self.orgs.entry(org).or_default();
+        entry.held += jobs.len();
+        entry.cursor = jobs.iter().map(|j| j.delivery_id).max().max(entry.cursor);
+        entry.on_disk |= more;
+    }
+
+    /// A new durable job: whether to hold it now (else it waits in the outbox).
+    pub fn admit(&mut self, job: &Job) -> bool {
+        let window = self.window;
+        let entry = self.orgs.entry(job.organization_id).or_default();
+        let id = job.delivery_id;
+        if entry.cursor.is_some_and(|cursor| id <= cursor) {
+            entry.held += 1;
+            return true;
+        }
+        if !entry.on_disk && entry.held < window {
+            entry.held += 1;
+            entry.cursor = Some(id);
+            return true;
+        }
+        entry.on_disk = true;
+        if entry.reading {
+            entry.missed = true;
+        }
+        false
+    }
+
+    /// A held job of `org` finished: its place is free.
+    pub fn released(&mut self, org: OrgId) {
+        if let Some(entry) = self.orgs.get_mut(&org) {
+            entry.held = entry.held.saturating_sub(1);
+            if entry.held == 0 && !entry.on_disk && !entry.reading {
+                self.orgs.remove(&org);
+            }
+        }
+    }
+
+    /// The read `org` needs now, if any: jobs wait in the outbox, none is
+    /// being read, and a quarter of the window (at least one place) is free.
+    pub fn next_read(&mut self, org: OrgId) -> Option<Read> {
+        let window = self.window;
+        let entry = self.orgs.get_mut(&org)?;
+        let room = window.saturating_sub(entry.held);
+        if !entry.on_disk || entry.reading || room == 0 || room < window / 4 {
+            return None;
+        }
+        entry.reading = true;
+        entry.missed = false;
+        Some(Read {
+            org,
+            after: entry.cursor,
+            limit: room,
+        })
+    }
+
+    /// The read `read` returned `jobs`: they are held now (the cursor moves
+    /// past them); the outbox is caught up when fewer came than asked and
+    /// nothing was left there meanwhile.
+    pub fn read_done(&mut self, read: Read, jobs: &[Job]) {
+        let Some(entry) = self.orgs.get_mut(&read.org) else {
+            return;
+        };
+        entry.reading = false;
+        entry.held += jobs.len();
+        entry.cursor = jobs.iter().map(|j| j.delivery_id).max().max(entry.cursor);
+        if jobs.len() < read.limit && !entry.missed {
+            entry.on_disk = false;
+        }
+        entry.missed = false;
+    }
+
+    /// The read `read` failed: it is tried again later.
+    pub fn read_failed(&mut self, read: Read) {
+        if let Some(entry) = self.orgs.get_mut(&read.org) {
+            entry.reading = false;
+        }
+    }
+
+    /// Organizations with jobs waiting in the outbox.
+    pub fn waiting(&self) -> impl Iterator<Item = OrgId> + '_ {
+        self.orgs
+            .iter()
+            .filter(|(_, entry)| entry.on_disk)
+            .map(|(org, _)| *org)
+    }
+
+    /// Jobs held in memory, over all organizations.
+    pub fn held(&self) -> usize {
+        self.orgs.values().map(|entry| entry.held).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::event::EventKind;
+
+    fn jobs(org: OrgId, n: usize) -> Vec<Job> {
+        (0..n)
+            .map(|_| Job::new(org, EventKind::TaskCreated, Vec::new()))
+            .collect()
+    }
+
+    #[test]
+    fn a_window_fills_then_the_rest_waits_and_is_read_in_order() {
+        let org = OrgId::generate();
+        let mut backlog = Backlog::new(4);
+        let all = jobs(org, 10);
+        let held: Vec<bool> = all.iter().map(|j| backlog.admit(j)).collect();
+        assert_eq!(
+            held,
+            [true, true, true, true, false, false, false, false, false, false]
+        );
+        assert_eq!(backlog.next_read(org), None, "no room yet");
+        backlog.released(org);
+        let read = backlog.next_read(org);
+        assert_eq!(
+            read,
+            Some(Read {
+                org,
+                after: Some(all[3].delivery_id),
+                limit: 1
+            })
+        );
+        assert_eq!(backlog.next_read(org), None, "one read at a time");
+        let Some(read) = read else { return };
+        backlog.read_done(read, &all[4..5]);
+        assert_eq!(backlog.held(), 4);
+        for _ in 0..4 {
+            backlog.released(org);
+        }
+        let Some(read) = backlog.next_read(org) else {
+            panic!("a read after the room freed")
+        };
+        assert_eq!((read.after, read.limit), (Some(all[4].delivery_id), 4));
+        backlog.read_done(read, &all[5..9]);
+        for _ in 0..4 {
+            backlog.released(org);
+        }
+        let Some(read) = backlog.next_read(org) else {
+            panic!("the last job still waits")
+        };
+        backlog.read_done(read, &all[9..10]);
+        assert_eq!(backlog.next_read(org), None, "caught up");
+        // Caught up: a new job is held at once again.
+        assert!(backlog.admit(&jobs(org, 1)[0]));
+    }
+
+    #[test]
+    fn a_job_left_in_the_outbox_during_a_read_is_not_forgotten() {
+        let org = OrgId::generate();
+        let mut backlog = Backlog::new(2);
+        let all = jobs(org, 4);
+        assert!(backlog.admit(&all[0]) && backlog.admit(&all[1]));
+        assert!(!backlog.admit(&all[2]));
+        backlog.released(org);
+        backlog.released(org);
+        let Some(read) = backlog.next_read(org) else {
+            panic!("a read")
+        };
+        // Committed while the read runs; the read did not see it.
+        assert!(!backlog.admit(&all[3]));
+        backlog.read_done(read, &all[2..3]);
+        let Some(again) = backlog.next_read(org) else {
+            panic!("the outbox is not caught up: all[3] waits")
+        };
+        assert_eq!(again.after, Some(all[2].delivery_id));
+    }
+
+    #[test]
+    fn a_job_committed_behind_the_cursor_is_held_at_once() {
+        let org = OrgId::generate();
+        let mut backlog = Backlog::new(1);
+        let all = jobs(org, 3);
+        // all[1] committed before all[0], which was created first.
+        assert!(backlog.admit(&all[1]));
+        assert!(
+            backlog.admit(&all[0]),
+            "behind the cursor: no read reaches it"
+        );
+        assert!(!backlog.admit(&all[2]), "the window is full");
+        assert_eq!(backlog.held(), 2);
+    }
+
+    #[test]
+    fn restored_windows_continue_after_their_last_job() {
+        let (org, other) = (OrgId::generate(), OrgId::generate());
+        let mut backlog = Backlog::new(3);
+        let first = jobs(org, 3);
+        backlog.restore(org, &first, true);
+        backlog.restore(other, &jobs(other, 1), false);
+        assert_eq!(backlog.waiting().collect::<Vec<_>>(), [org]);
+        for _ in 0..3 {
+            backlog.released(org);
+        }
+        let read = backlog.next_read(org);
+        assert_eq!(read.map(|r| r.after), Some(Some(first[2].delivery_id)));
+        let Some(read) = read else { return };
+        backlog.read_failed(read);
+        assert!(
+            backlog.next_read(org).is_some(),
+            "a failed read is tried again"
+        );
+        backlog.released(other);
+        assert_eq!(backlog.held(), 0);
+    }
+}
