@@ -3,6 +3,7 @@
 //! verifies every signature and timestamps receipts) and, unless `--url` is
 //! given, its own server in a temporary directory.
 
+pub mod backlog;
 pub mod scenarios;
 pub mod server;
 pub mod sink;
@@ -39,6 +40,10 @@ pub enum Scenario {
     /// Seeds --seed-orgs organizations (10 custom roles, 10 members and a webhook each) and
     /// --seed-pending undelivered jobs, then times `rolecall serve` until it serves and reads its RSS.
     Startup,
+    /// Queues --backlog events for an endpoint that never answers (after --events deliveries
+    /// that warm the page cache), reading the server's RSS as the backlog grows; then restarts
+    /// the server on that backlog and times it until it serves.
+    Backlog,
     /// Every scenario but startup, in that order.
     All,
 }
@@ -81,6 +86,9 @@ pub struct LoadArgs {
     /// Pending deliveries seeded by the startup scenario.
     #[arg(long, default_value_t = 100_000)]
     pub seed_pending: usize,
+    /// Events queued for the endpoint that never answers, in the backlog scenario.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub backlog: usize,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -90,6 +98,9 @@ pub struct LoadArgs {
 pub fn run(args: LoadArgs) -> Result<Value, String> {
     if args.scenario == Scenario::Startup {
         return run_startup(&args);
+    }
+    if args.scenario == Scenario::Backlog {
+        return run_backlog(&args);
     }
     actix_web::rt::System::new().block_on(async move {
         let mut _server = None;
@@ -238,6 +249,42 @@ fn run_startup(args: &LoadArgs) -> Result<Value, String> {
     Ok(value)
 }
 
+fn run_backlog(args: &LoadArgs) -> Result<Value, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "rolecall-backlog-{}",
+        rolecall::ids::new_v7().simple()
+    ));
+    let admin = new_token().expose().to_owned();
+    let env = server_env(&admin);
+    let result = actix_web::rt::System::new().block_on(async {
+        let sink = Arc::new(SinkState::default());
+        let (sink_url, _sink) =
+            sink::start(sink.clone(), Duration::from_secs(30)).map_err(|e| e.to_string())?;
+        let server = backlog::Server {
+            dir: &dir,
+            env: &env,
+            admin: &admin,
+        };
+        let plan = backlog::Plan {
+            backlog: args.backlog,
+            warmup: args.events,
+            concurrency: args.concurrency,
+            client_threads: args.client_threads,
+        };
+        backlog::run(server, plan, &sink_url, &sink).await
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let result = result?;
+    backlog::print(&result);
+    let value = json!({ "backlog": result });
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap_or_default())
+            .map_err(|e| e.to_string())?;
+    }
+    println!("\n{}", serde_json::to_string(&value).unwrap_or_default());
+    Ok(value)
+}
+
 /// Starts `rolecall serve` (a child process) in a scratch directory, with
 /// webhooks allowed to reach the sink. `ROLECALL_<SECTION>__<KEY>` variables
 /// of the environment reach it too, so server settings can be compared under
@@ -248,6 +295,14 @@ fn start_server() -> Result<(ServerProcess, String), String> {
         "rolecall-load-{}",
         rolecall::ids::new_v7().simple()
     ));
+    let (server, _) = ServerProcess::start(&dir, &server_env(&admin), true)?;
+    Ok((server, admin))
+}
+
+/// The settings of a server the tool starts: webhooks allowed to reach the
+/// sink, quiet logs, `admin` as the admin token, and whatever
+/// `ROLECALL_<SECTION>__<KEY>` variables the environment sets.
+fn server_env(admin: &str) -> Vec<(String, String)> {
     let defaults = [
         ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
         ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
@@ -259,7 +314,6 @@ fn start_server() -> Result<(ServerProcess, String), String> {
         .filter(|(key, _)| std::env::var_os(key).is_none())
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    env.push(("ROLECALL_ADMIN__TOKEN".into(), admin.clone()));
-    let (server, _) = ServerProcess::start(&dir, &env, true)?;
-    Ok((server, admin))
+    env.push(("ROLECALL_ADMIN__TOKEN".into(), admin.to_owned()));
+    env
 }

@@ -100,7 +100,7 @@ async fn read_loops(
 /// than leaving its share out of the figures. One client thread saturates
 /// before a server does: on 2 cores its queueing alone put the p99 of a
 /// trivial handler near 20 ms.
-async fn on_client_threads<R, F, Fut>(
+pub async fn on_client_threads<R, F, Fut>(
     target: &Target,
     concurrency: usize,
     threads: usize,
