@@ -282,7 +282,7 @@ fn envelope_serialization(c: &mut Criterion) {
 /// A stored organization with Owner, Member and one custom role.
 fn seeded_storage() -> (tempfile::TempDir, SledStore, Role) {
     let dir = tempfile::tempdir().unwrap();
-    let storage = SledStore::open(dir.path(), Tuning::default()).unwrap();
+    let storage = SledStore::open(dir.path(), Tuning::default(), None).unwrap();
     let now = Timestamp::now();
     let org = organization(Plan::Enterprise);
     let (owner, member) = system_roles(org.id, now);
@@ -409,7 +409,7 @@ fn log_batch(org: OrgId, body: &[u8], n: usize) -> Vec<Write> {
 
 fn delivery_log_append(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let storage = SledStore::open(dir.path(), Tuning::default()).unwrap();
+    let storage = SledStore::open(dir.path(), Tuning::default(), None).unwrap();
     let org = OrgId::generate();
     let body = body_1k();
     let mut group = c.benchmark_group("delivery_log_append");

@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let storage = std::sync::Arc::new(CommitPath::offline(Store::open_sled(
         dir.path(),
         Tuning::default(),
+        None,
     )?));
     actix_web::rt::System::new().block_on(async move {
         let sequential = 500;

@@ -244,7 +244,7 @@ mod tests {
         let Ok(dir) = tempfile::tempdir() else {
             panic!("no temp dir")
         };
-        let Ok(store) = Store::open_sled(dir.path(), Tuning::default()) else {
+        let Ok(store) = Store::open_sled(dir.path(), Tuning::default(), None) else {
             panic!("storage did not open")
         };
         let Ok(runtime) = tokio::runtime::Builder::new_current_thread()

@@ -82,9 +82,52 @@ pub struct StorageConfig {
     /// Free space kept on the data directory's disk, in MiB (at most a
     /// tenth of the filesystem): writes answer 503 rather than fill it.
     pub min_free_mb: u64,
+    /// The key that encrypts webhook secrets at rest: 32 bytes in standard
+    /// base64; empty: secrets are stored in clear (or see `secret_key_file`).
+    #[serde(deserialize_with = "secret")]
+    pub secret_key: Secret,
+    /// A file holding the key instead (for secret managers); empty: none.
+    pub secret_key_file: PathBuf,
+}
+
+/// Why `storage.secret_key` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyConfigError {
+    /// Both the key and a key file are set.
+    #[error("set storage.secret_key or storage.secret_key_file, not both")]
+    Both,
+    /// The key file could not be read.
+    #[error("storage.secret_key_file {path}: {source}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The key is malformed.
+    #[error("storage.secret_key: {0}")]
+    Malformed(#[from] crate::secrets::SealError),
 }
 
 impl StorageConfig {
+    /// The key sealing webhook secrets at rest, if one is configured.
+    pub fn sealing_key(&self) -> Result<Option<crate::secrets::SealingKey>, KeyConfigError> {
+        let inline = self.secret_key.expose();
+        let file = &self.secret_key_file;
+        let text = match (inline.is_empty(), file.as_os_str().is_empty()) {
+            (true, true) => return Ok(None),
+            (false, false) => return Err(KeyConfigError::Both),
+            (false, true) => inline.to_owned(),
+            (true, false) => {
+                std::fs::read_to_string(file).map_err(|source| KeyConfigError::File {
+                    path: file.clone(),
+                    source,
+                })?
+            }
+        };
+        Ok(Some(crate::secrets::SealingKey::parse(&text)?))
+    }
+
     /// The database's performance settings.
     pub fn tuning(&self) -> crate::storage::Tuning {
         crate::storage::Tuning {

@@ -47,6 +47,9 @@ pub enum StartupError {
     /// The metrics registry could not be built.
     #[error("metrics: {0}")]
     Metrics(#[source] prometheus::Error),
+    /// The key for webhook secrets at rest is unusable.
+    #[error("{0}")]
+    SecretKey(#[source] crate::config::KeyConfigError),
     /// Storage could not be opened or loaded.
     #[error("storage: {}", crate::telemetry::cause_chain(.0))]
     Storage(#[from] StoreError),
@@ -71,7 +74,21 @@ impl Application {
     /// Opens storage, loads state, wires the commit path and the delivery
     /// actors, bootstraps the admin token and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
-        let store = Store::open_sled(&config.storage.data_dir, config.storage.tuning())?;
+        let key = config
+            .storage
+            .sealing_key()
+            .map_err(StartupError::SecretKey)?;
+        let sealed = key.is_some();
+        let store = Store::open_sled(&config.storage.data_dir, config.storage.tuning(), key)?;
+        if sealed {
+            tracing::info!(
+                "webhook secrets at rest: encrypted with storage.secret_key (XChaCha20-Poly1305)"
+            );
+        } else {
+            tracing::info!(
+                "webhook secrets at rest: in clear (set storage.secret_key to encrypt them)"
+            );
+        }
         let loaded = store.load().await?;
         let metrics = Arc::new(Metrics::new().map_err(StartupError::Metrics)?);
         let directory = Arc::new(Directory::new(loaded.orgs));

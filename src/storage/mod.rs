@@ -23,6 +23,7 @@ use crate::domain::org_state::OrgState;
 use crate::domain::resources::Resource;
 use crate::domain::user::{TokenRecord, User};
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
+use crate::secrets::SealingKey;
 
 pub use self::sled::{SledStore, Tuning};
 
@@ -79,6 +80,13 @@ pub enum StoreError {
     /// The data directory could not be prepared.
     #[error("the data directory could not be prepared")]
     Io(#[from] std::io::Error),
+    /// Stored webhook secrets do not match `storage.secret_key`: sealed
+    /// without a key configured, or with another key.
+    #[error("{0}")]
+    SecretKey(String),
+    /// A webhook secret could not be sealed or opened.
+    #[error("a webhook secret could not be sealed or opened")]
+    Seal(#[from] crate::secrets::SealError),
 }
 
 impl StoreError {
@@ -168,9 +176,14 @@ pub enum Store {
 }
 
 impl Store {
-    /// Opens (creating if needed, mode 0700) the embedded database in `dir`.
-    pub fn open_sled(dir: &std::path::Path, tuning: Tuning) -> Result<Self, StoreError> {
-        SledStore::open(dir, tuning).map(Store::Sled)
+    /// Opens (creating if needed, mode 0700) the embedded database in `dir`;
+    /// webhook secrets are sealed with `key` at rest when one is given.
+    pub fn open_sled(
+        dir: &std::path::Path,
+        tuning: Tuning,
+        key: Option<SealingKey>,
+    ) -> Result<Self, StoreError> {
+        SledStore::open(dir, tuning, key).map(Store::Sled)
     }
 
     /// Commits `writes` in one transaction and waits until they are

@@ -27,6 +27,7 @@ mod resources_events;
 mod resources_transitions;
 mod restart;
 mod roles;
+mod secrets_at_rest;
 mod smoke;
 mod webhook_crash;
 mod webhook_delivery;

@@ -1,4 +1,5 @@
-//! `rolecall admin`: the admin API from the command line, for operators.
+//! `rolecall admin`: the admin API from the command line, for operators,
+//! and `rekey`, which works on a stopped server's data directory.
 //!
 //! It talks to a running server over HTTP. The admin token is never taken
 //! from the command line (where `ps` and shell history would show it): it
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use actix_web::http::Method;
 use clap::{Args, Subcommand, ValueEnum};
+use rolecall::secrets::SealingKey;
+use rolecall::storage::SledStore;
 use serde_json::{json, Value};
 
 /// Options of `rolecall admin`.
@@ -47,6 +50,61 @@ pub enum AdminCommand {
     /// Organizations.
     #[command(subcommand)]
     Org(OrgCommand),
+    /// Re-encrypt the stored webhook secrets with another key (storage.secret_key), on the
+    /// data directory of a stopped server (--data-dir). Without a from-key they are read in
+    /// clear; without a to-key they are stored in clear. Key files keep keys out of `ps`.
+    Rekey(RekeyArgs),
+}
+
+/// Options of `rolecall admin rekey`.
+#[derive(Debug, Args)]
+pub struct RekeyArgs {
+    /// The key the secrets are encrypted with now (base64).
+    #[arg(long, value_name = "KEY", conflicts_with = "from_key_file")]
+    pub from_key: Option<String>,
+    /// A file holding that key.
+    #[arg(long, value_name = "PATH")]
+    pub from_key_file: Option<PathBuf>,
+    /// The key to encrypt them with (base64).
+    #[arg(long, value_name = "KEY", conflicts_with = "to_key_file")]
+    pub to_key: Option<String>,
+    /// A file holding that key.
+    #[arg(long, value_name = "PATH")]
+    pub to_key_file: Option<PathBuf>,
+}
+
+/// A key given inline or in a file; `None` when neither.
+fn key_from(
+    inline: &Option<String>,
+    file: &Option<PathBuf>,
+    what: &str,
+) -> Result<Option<SealingKey>, String> {
+    let text = match (inline, file) {
+        (Some(key), _) => key.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|err| format!("{what} file {}: {err}", path.display()))?,
+        (None, None) => return Ok(None),
+    };
+    SealingKey::parse(&text)
+        .map(Some)
+        .map_err(|err| format!("{what}: {err}"))
+}
+
+/// `rolecall admin rekey`: the whole change, or none of it.
+fn rekey(args: &RekeyArgs, data_dir: &Path) -> Result<String, String> {
+    let from = key_from(&args.from_key, &args.from_key_file, "--from-key")?;
+    let to = key_from(&args.to_key, &args.to_key_file, "--to-key")?;
+    let changed = SledStore::rekey(data_dir, from.as_ref(), to.as_ref())
+        .map_err(|err| rolecall::telemetry::cause_chain(&err))?;
+    let now = if to.is_some() {
+        "encrypted with the new key"
+    } else {
+        "stored in clear"
+    };
+    Ok(format!(
+        "{changed} webhook secret(s) in {} are now {now}",
+        data_dir.display()
+    ))
 }
 
 /// `rolecall admin user ...`.
@@ -160,7 +218,9 @@ struct Call {
 }
 
 impl AdminCommand {
-    fn call(&self) -> Call {
+    /// The admin API call this command makes; `None` for `rekey`, which
+    /// calls no server.
+    fn call(&self) -> Option<Call> {
         let (method, path, body) = match self {
             AdminCommand::User(UserCommand::Create { email, name }) => (
                 Method::POST,
@@ -195,8 +255,9 @@ impl AdminCommand {
                 format!("/admin/organizations/{}", segment(org_id)),
                 Some(json!({"plan": plan.as_str()})),
             ),
+            AdminCommand::Rekey(_) => return None,
         };
-        Call { method, path, body }
+        Some(Call { method, path, body })
     }
 }
 
@@ -223,8 +284,13 @@ fn segment(id: &str) -> String {
 
 /// Runs the command; answers what to print on stdout, or an error message.
 pub fn run(args: AdminArgs) -> Result<String, String> {
+    let Some(call) = args.command.call() else {
+        let AdminCommand::Rekey(rekey_args) = &args.command else {
+            return Err("this command calls no server".into());
+        };
+        return rekey(rekey_args, &data_dir(args.data_dir.as_deref()));
+    };
     let token = admin_token(args.data_dir.as_deref())?;
-    let call = args.command.call();
     let url = format!("{}{}", args.url.trim_end_matches('/'), call.path);
     let (status, body) = actix_web::rt::System::new().block_on(send(call, url, token))?;
     if !(200..300).contains(&status) {
@@ -237,6 +303,15 @@ pub fn run(args: AdminArgs) -> Result<String, String> {
     })
 }
 
+/// `--data-dir`, else `ROLECALL_STORAGE__DATA_DIR`, else `./data`.
+fn data_dir(given: Option<&Path>) -> PathBuf {
+    given.map(Path::to_path_buf).unwrap_or_else(|| {
+        std::env::var_os("ROLECALL_STORAGE__DATA_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("./data"))
+    })
+}
+
 /// `ROLECALL_ADMIN__TOKEN`, else the token file in the data directory.
 fn admin_token(data_dir: Option<&Path>) -> Result<String, String> {
     if let Some(token) = std::env::var("ROLECALL_ADMIN__TOKEN")
@@ -245,12 +320,7 @@ fn admin_token(data_dir: Option<&Path>) -> Result<String, String> {
     {
         return Ok(token.trim().to_owned());
     }
-    let dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| {
-        std::env::var_os("ROLECALL_STORAGE__DATA_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("./data"))
-    });
-    let path = dir.join("admin-token");
+    let path = self::data_dir(data_dir).join("admin-token");
     let token = std::fs::read_to_string(&path).map_err(|err| {
         format!(
             "no admin token: ROLECALL_ADMIN__TOKEN is not set and {} cannot be read ({err})",

@@ -29,6 +29,7 @@ use crate::domain::change::Write;
 use crate::domain::delivery::{Job, LogRecord};
 use crate::domain::resources::Resource;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
+use crate::secrets::SealingKey;
 use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
 use codec::decode;
 use engine::{Engine, Slot};
@@ -70,14 +71,19 @@ pub struct SledStore {
     slot: Arc<Slot>,
     committer: GroupCommit,
     room: Room,
+    /// Seals webhook secrets at rest, when `storage.secret_key` is set.
+    key: Option<SealingKey>,
 }
 
 impl SledStore {
-    /// Opens (creating if needed, mode 0700) the database in `dir`.
-    pub fn open(dir: &Path, tuning: Tuning) -> Result<Self, StoreError> {
+    /// Opens (creating if needed, mode 0700) the database in `dir`. With
+    /// `key`, webhook secrets are sealed at rest: stored ones in clear are
+    /// sealed now; sealed ones must open with it.
+    pub fn open(dir: &Path, tuning: Tuning, key: Option<SealingKey>) -> Result<Self, StoreError> {
         create_private_dir(dir)?;
         let engine = Engine::open(dir, tuning).map_err(StoreError::engine)?;
         check_layout(&engine)?;
+        seal_stored_secrets(&engine, key.as_ref(), key.as_ref())?;
         let slot = Slot::new(dir, tuning, engine);
         let room = Room::new(dir, tuning.min_free_mb);
         let committer = GroupCommit::start(slot.clone(), room.clone(), tuning.commit_window)?;
@@ -85,7 +91,21 @@ impl SledStore {
             slot,
             committer,
             room,
+            key,
         })
+    }
+
+    /// Opens every stored webhook secret with `from` (or reads it in clear)
+    /// and stores it sealed with `to` (or in clear): `rolecall admin rekey`,
+    /// on a data directory no server has open. Answers how many.
+    pub fn rekey(
+        dir: &Path,
+        from: Option<&SealingKey>,
+        to: Option<&SealingKey>,
+    ) -> Result<usize, StoreError> {
+        let engine = Engine::open(dir, Tuning::default()).map_err(StoreError::engine)?;
+        check_layout(&engine)?;
+        seal_stored_secrets(&engine, from, to)
     }
 
     /// Runs `read` on the database in service; an I/O failure takes it out
@@ -100,14 +120,14 @@ impl SledStore {
 
     /// See [`crate::storage::Store::commit`].
     pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
-        let ops = prepare(&writes)?;
+        let ops = prepare(&writes, self.key.as_ref())?;
         self.committer.commit(ops).await?;
         Ok(writes)
     }
 
     /// See [`crate::storage::Store::append`].
     pub fn append(&self, writes: &[Write]) -> Result<(), StoreError> {
-        let ops = prepare(writes)?;
+        let ops = prepare(writes, self.key.as_ref())?;
         self.room.check(write::size_of(&ops))?;
         self.read(|engine| commit_to(&engine.trees, ops.iter()))?;
         self.slot.wrote();
@@ -142,7 +162,7 @@ impl SledStore {
             };
             let (writes, outcome) = decide(current)
                 .map_err(|err| ConflictableTransactionError::Abort(Aborted::Decided(err)))?;
-            let ops = prepare(&writes)
+            let ops = prepare(&writes, self.key.as_ref())
                 .map_err(|err| ConflictableTransactionError::Abort(Aborted::Store(err)))?;
             for op in &ops {
                 apply(views, op).map_err(lift)?;
@@ -201,7 +221,12 @@ impl SledStore {
 
     /// Reads everything the in-memory state is built from.
     pub fn load(&self) -> Result<Loaded, StoreError> {
-        self.read(Engine::load)
+        self.read(|engine| engine.load(self.key.as_ref()))
+    }
+
+    /// Whether webhook secrets are sealed at rest.
+    pub fn seals_secrets(&self) -> bool {
+        self.key.is_some()
     }
 
     /// Up to `limit` of `org`'s unfinished deliveries after `after`, oldest
@@ -373,6 +398,38 @@ fn drop_old_outbox(engine: &Engine) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Stores every webhook secret sealed with `to` (or in clear), opening it
+/// with `from` (or reading it in clear) first; leaves a row already so as it
+/// is. Refuses, changing nothing, when a secret does not open. Answers how
+/// many rows changed.
+fn seal_stored_secrets(
+    engine: &Engine,
+    from: Option<&SealingKey>,
+    to: Option<&SealingKey>,
+) -> Result<usize, StoreError> {
+    let webhooks = engine.tree(TreeName::Webhooks);
+    let mut batch = ::sled::Batch::default();
+    let mut changed = 0;
+    for entry in webhooks.iter() {
+        let (row, bytes) = entry.map_err(StoreError::engine)?;
+        let stored: crate::domain::webhook::WebhookEndpoint = decode(&bytes)?;
+        let already = SealingKey::is_sealed(stored.secret.expose()) == to.is_some();
+        if already && from.map(|k| k.expose()) == to.map(|k| k.expose()) {
+            // Opening checks the key even when nothing is to change.
+            read::opened(stored, from)?;
+            continue;
+        }
+        let endpoint = read::opened(stored, from)?;
+        batch.insert(row, write::endpoint_row(&endpoint, to)?);
+        changed += 1;
+    }
+    if changed > 0 {
+        webhooks.apply_batch(batch).map_err(StoreError::engine)?;
+        engine.db.flush().map_err(StoreError::engine)?;
+    }
+    Ok(changed)
+}
+
 /// Deletes the `count` oldest records of `org` in a delivery log; returns
 /// how many it deleted.
 fn remove_oldest(tree: &::sled::Tree, org: OrgId, count: usize) -> Result<usize, StoreError> {
@@ -409,7 +466,7 @@ mod tests {
     use crate::time::Timestamp;
 
     fn open(dir: &Path) -> SledStore {
-        match SledStore::open(dir, Tuning::default()) {
+        match SledStore::open(dir, Tuning::default(), None) {
             Ok(store) => store,
             Err(err) => panic!("storage did not open: {err}"),
         }
@@ -447,7 +504,7 @@ mod tests {
         assert!(meta.insert(keys::LAYOUT_VERSION, &[LAYOUT + 1]).is_ok());
         drop(engine);
         assert!(storage.close().is_ok());
-        let err = SledStore::open(dir.path(), Tuning::default()).err();
+        let err = SledStore::open(dir.path(), Tuning::default(), None).err();
         assert!(
             matches!(err, Some(StoreError::Layout { found, expected }) if found == LAYOUT + 1 && expected == LAYOUT),
             "{err:?}"
@@ -581,7 +638,7 @@ mod tests {
         };
         let Some(storage) = dir
             .as_ref()
-            .and_then(|d| SledStore::open(d.path(), tuning).ok())
+            .and_then(|d| SledStore::open(d.path(), tuning, None).ok())
         else {
             panic!("storage did not open");
         };

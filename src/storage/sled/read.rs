@@ -13,7 +13,39 @@ use crate::domain::role::Role;
 use crate::domain::user::{TokenRecord, User};
 use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
+use crate::secrets::SealingKey;
 use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
+
+/// `endpoint` with its secret opened, when it is sealed: with `key`, which
+/// must be the one it was sealed with.
+pub fn opened(
+    endpoint: WebhookEndpoint,
+    key: Option<&SealingKey>,
+) -> Result<WebhookEndpoint, StoreError> {
+    if !SealingKey::is_sealed(endpoint.secret.expose()) {
+        return Ok(endpoint);
+    }
+    let Some(key) = key else {
+        return Err(StoreError::SecretKey(
+            "the stored webhook secrets are encrypted, and no storage.secret_key is set: \
+             set it (or storage.secret_key_file) to the key they were encrypted with"
+                .into(),
+        ));
+    };
+    let secret = key
+        .open(
+            endpoint.organization_id.as_bytes(),
+            endpoint.secret.expose(),
+        )
+        .map_err(|_| {
+            StoreError::SecretKey(
+                "storage.secret_key does not decrypt the stored webhook secrets: it is not the \
+                 key they were encrypted with (rolecall admin rekey changes keys)"
+                    .into(),
+            )
+        })?;
+    Ok(WebhookEndpoint { secret, ..endpoint })
+}
 
 /// An outbox key too short to hold an organization id.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +63,7 @@ impl Engine {
     }
 
     /// Reads everything the in-memory state is built from.
-    pub fn load(&self) -> Result<Loaded, StoreError> {
+    pub fn load(&self, key: Option<&SealingKey>) -> Result<Loaded, StoreError> {
         let users = self.values::<User>(TreeName::Users)?;
         let tokens = self.values::<TokenRecord>(TreeName::Tokens)?;
         let mut orgs = Vec::new();
@@ -44,7 +76,7 @@ impl Engine {
                 .get(&prefix)
                 .map_err(StoreError::engine)?
             {
-                Some(bytes) => Some(decode::<WebhookEndpoint>(&bytes)?),
+                Some(bytes) => Some(opened(decode::<WebhookEndpoint>(&bytes)?, key)?),
                 None => None,
             };
             orgs.push(OrgState::new(org, roles, members, webhook));

@@ -15,7 +15,9 @@ use crate::domain::change::Write;
 use crate::domain::names::fold;
 use crate::domain::org_state::Edit;
 use crate::domain::role::Role;
+use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{OrgId, RoleId};
+use crate::secrets::{SealingKey, Secret};
 use crate::storage::StoreError;
 
 /// What a transaction body returns.
@@ -143,19 +145,44 @@ pub fn size_of<'o>(ops: impl IntoIterator<Item = &'o Op>) -> u64 {
         .sum::<usize>() as u64
 }
 
-/// The row operations of `writes`, in order.
-pub fn prepare<'w>(writes: impl IntoIterator<Item = &'w Write>) -> Result<Vec<Op>, StoreError> {
+/// The row operations of `writes`, in order; webhook secrets sealed with
+/// `key` when one is given.
+pub fn prepare<'w>(
+    writes: impl IntoIterator<Item = &'w Write>,
+    key: Option<&SealingKey>,
+) -> Result<Vec<Op>, StoreError> {
     let mut ops = Vec::new();
     for write in writes {
-        prepare_one(write, &mut ops)?;
+        prepare_one(write, key, &mut ops)?;
     }
     Ok(ops)
 }
 
-fn prepare_one(write: &Write, ops: &mut Vec<Op>) -> Result<(), StoreError> {
+/// A webhook endpoint as stored: its secret sealed with `key`, if any.
+pub fn endpoint_row(
+    endpoint: &WebhookEndpoint,
+    key: Option<&SealingKey>,
+) -> Result<Vec<u8>, StoreError> {
+    match key {
+        Some(key) => {
+            let sealed = key.seal(endpoint.organization_id.as_bytes(), &endpoint.secret)?;
+            encode(&WebhookEndpoint {
+                secret: Secret::new(sealed),
+                ..endpoint.clone()
+            })
+        }
+        None => encode(endpoint),
+    }
+}
+
+fn prepare_one(
+    write: &Write,
+    key: Option<&SealingKey>,
+    ops: &mut Vec<Op>,
+) -> Result<(), StoreError> {
     use TreeName::*;
     match write {
-        Write::Edit(edit) => prepare_edit(edit, ops)?,
+        Write::Edit(edit) => prepare_edit(edit, key, ops)?,
         Write::PutUser(user) => {
             ops.push(Op::Put(Users, user.id.as_bytes().to_vec(), encode(user)?));
             let email = fold(&user.email).into_bytes();
@@ -204,7 +231,11 @@ fn prepare_one(write: &Write, ops: &mut Vec<Op>) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn prepare_edit(edit: &Edit, ops: &mut Vec<Op>) -> Result<(), StoreError> {
+fn prepare_edit(
+    edit: &Edit,
+    key: Option<&SealingKey>,
+    ops: &mut Vec<Op>,
+) -> Result<(), StoreError> {
     use TreeName::*;
     match edit {
         Edit::PutOrg(org) => ops.push(Op::Put(Orgs, org.id.as_bytes().to_vec(), encode(org)?)),
@@ -225,8 +256,8 @@ fn prepare_edit(edit: &Edit, ops: &mut Vec<Op>) -> Result<(), StoreError> {
             ops.push(Op::Remove(Members, keys::member(*org, *user).to_vec()));
         }
         Edit::PutWebhook(endpoint) => {
-            let key = endpoint.organization_id.as_bytes().to_vec();
-            ops.push(Op::Put(Webhooks, key, encode(endpoint)?));
+            let row = endpoint.organization_id.as_bytes().to_vec();
+            ops.push(Op::Put(Webhooks, row, endpoint_row(endpoint, key)?));
         }
         Edit::DeleteWebhook(org) => ops.push(Op::Remove(Webhooks, org.as_bytes().to_vec())),
     }

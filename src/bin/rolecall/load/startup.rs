@@ -46,7 +46,7 @@ pub fn seed(dir: &Path, orgs: usize, pending: usize) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let store = Store::open_sled(dir, Tuning::default()).map_err(|e| e.to_string())?;
+        let store = Store::open_sled(dir, Tuning::default(), None).map_err(|e| e.to_string())?;
         let commit = CommitPath::offline(store.clone());
         let now = Timestamp::now();
         let mut org_ids = Vec::with_capacity(orgs);
