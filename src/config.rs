@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::http::tls::TlsFileError;
 use crate::secrets::Secret;
 
 /// The defaults, compiled in so the binary runs from any directory.
@@ -66,6 +67,23 @@ pub struct ServerConfig {
     pub workers: usize,
     /// Grace period for in-flight requests on shutdown.
     pub shutdown_timeout_secs: u64,
+    /// The PEM certificate chain to serve HTTPS with; empty: plain HTTP.
+    pub tls_cert_file: PathBuf,
+    /// The PEM private key of that certificate.
+    pub tls_key_file: PathBuf,
+}
+
+impl ServerConfig {
+    /// The (certificate, key) files when HTTPS is on; one without the
+    /// other is a configuration error, not a silent plain HTTP.
+    pub fn tls_files(&self) -> Result<Option<(&Path, &Path)>, TlsFileError> {
+        let set = |path: &Path| !path.as_os_str().is_empty();
+        match (set(&self.tls_cert_file), set(&self.tls_key_file)) {
+            (true, true) => Ok(Some((&self.tls_cert_file, &self.tls_key_file))),
+            (false, false) => Ok(None),
+            _ => Err(TlsFileError::HalfConfigured),
+        }
+    }
 }
 
 /// `[storage]`.

@@ -5,6 +5,7 @@
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use actix::{Actor, Addr, Arbiter, AsyncContext, Context, Recipient};
 use actix_web::dev::{Server, ServerHandle, ServiceResponse};
@@ -28,9 +29,10 @@ use crate::domain::change::Write;
 use crate::http::observe::observe;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
 use crate::http::routes::{self, fallback, openapi};
+use crate::http::tls::{ServerCertificate, TlsFileError};
 use crate::http::AppContext;
 use crate::metrics::Metrics;
-use crate::secrets::{new_token, Secret};
+use crate::secrets::{new_token, SealingKey, Secret};
 use crate::state::accounts::AccountTable;
 use crate::state::directory::Directory;
 use crate::storage::{Store, StoreError};
@@ -44,6 +46,12 @@ pub enum StartupError {
     /// The webhook TLS configuration could not be built.
     #[error("{0}")]
     Tls(String),
+    /// The HTTPS certificate or key cannot be served.
+    #[error("{0}")]
+    ServerTls(#[from] TlsFileError),
+    /// rustls refuses the HTTPS configuration.
+    #[error("HTTPS: {0}")]
+    ServerTlsConfig(#[source] rustls::Error),
     /// The metrics registry could not be built.
     #[error("metrics: {0}")]
     Metrics(#[source] prometheus::Error),
@@ -66,6 +74,8 @@ pub struct Application {
     registry: Arc<Registry>,
     dispatcher: Addr<Dispatcher>,
     log: Addr<LogActor>,
+    /// The certificate HTTPS serves, which SIGHUP reloads; `None` on plain HTTP.
+    certificate: Option<Arc<ServerCertificate>>,
     /// The delivery threads, stopped after the dispatcher drained.
     workers: Vec<Arbiter>,
 }
@@ -74,12 +84,17 @@ impl Application {
     /// Opens storage, loads state, wires the commit path and the delivery
     /// actors, bootstraps the admin token and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
+        // Checked first: a bad certificate stops start-up before the store opens.
+        let certificate = match config.server.tls_files()? {
+            Some((cert, key)) => Some(ServerCertificate::load(cert, key)?),
+            None => None,
+        };
         let key = config
             .storage
             .sealing_key()
             .map_err(StartupError::SecretKey)?;
         let sealed = key.is_some();
-        let store = Store::open_sled(&config.storage.data_dir, config.storage.tuning(), key)?;
+        let store = open_when_there_is_room(&config, key).await?;
         if sealed {
             tracing::info!(
                 "webhook secrets at rest: encrypted with storage.secret_key (XChaCha20-Poly1305)"
@@ -178,9 +193,25 @@ impl Application {
         if config.server.workers > 0 {
             server = server.workers(config.server.workers);
         }
-        let server = server.disable_signals().listen(listener)?;
+        let server = server.disable_signals();
+        let server = match &certificate {
+            Some(certificate) => {
+                let tls = certificate
+                    .server_config()
+                    .map_err(StartupError::ServerTlsConfig)?;
+                server.listen_rustls_0_23(listener, tls)?
+            }
+            None => server.listen(listener)?,
+        };
         // The contract's first line after binding; actix logs its own only from `run`.
-        tracing::info!("listening on {address}");
+        match &certificate {
+            Some(certificate) => tracing::info!(
+                scheme = "https",
+                certificate_sha256 = %certificate.fingerprint(),
+                "listening on {address}"
+            ),
+            None => tracing::info!(scheme = "http", "listening on {address}"),
+        }
         let server = server.run();
         Ok(Application {
             port: address.port(),
@@ -189,6 +220,7 @@ impl Application {
             registry,
             dispatcher,
             log,
+            certificate,
             workers,
         })
     }
@@ -222,9 +254,11 @@ impl Application {
         Ok(())
     }
 
-    /// Serves until SIGTERM or SIGINT, then shuts down gracefully.
+    /// Serves until SIGTERM or SIGINT, then shuts down gracefully; SIGHUP
+    /// reloads the HTTPS certificate.
     pub async fn run_until_signalled(self) -> Result<(), StartupError> {
         let handle = self.handle();
+        reload_on_hangup(self.certificate.clone());
         actix_web::rt::spawn(async move {
             wait_for_signal().await;
             tracing::info!("shutting down: no new connections, finishing in-flight requests");
@@ -233,6 +267,43 @@ impl Application {
         self.run_until_stopped().await?;
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// How often start-up says it is still waiting for disk space.
+const WAITING_FOR_ROOM_EVERY: Duration = Duration::from_secs(30);
+
+/// Opens the store. While the disk is too full even to open it (sled
+/// writes as it opens), start-up waits and says so, then carries on by
+/// itself once space is freed: the same promise as a running server's,
+/// which recovers without a restart. SIGTERM ends the wait.
+async fn open_when_there_is_room(
+    config: &Config,
+    key: Option<SealingKey>,
+) -> Result<Store, StartupError> {
+    let dir = &config.storage.data_dir;
+    let mut said: Option<Instant> = None;
+    loop {
+        match Store::open_sled(dir, config.storage.tuning(), key.clone()) {
+            Ok(store) => {
+                if said.is_some() {
+                    tracing::info!("the disk has room again: starting");
+                }
+                return Ok(store);
+            }
+            Err(err) if err.is_out_of_space() => {
+                if said.is_none_or(|at| at.elapsed() >= WAITING_FOR_ROOM_EVERY) {
+                    tracing::error!(
+                        data_dir = %dir.display(),
+                        error = %crate::telemetry::cause_chain(&err),
+                        "the disk holding the data directory is full: waiting for free space to open the database"
+                    );
+                    said = Some(Instant::now());
+                }
+                actix_web::rt::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(err) => return Err(err.into()),
+        }
     }
 }
 
@@ -245,7 +316,7 @@ fn client_settings(config: &Config) -> Result<ClientSettings, StartupError> {
             allow_http: hooks.allow_http,
             allow_private_networks: hooks.allow_private_networks,
         },
-        tls: tls_config(&hooks.ca_file).map_err(StartupError::Tls)?,
+        tls: tls_config(&hooks.ca_file, "webhooks.ca_file").map_err(StartupError::Tls)?,
     })
 }
 
@@ -294,6 +365,35 @@ async fn wait_for_signal() {
             std::future::pending::<()>().await
         }
     }
+}
+
+/// Reloads the certificate on every SIGHUP (`systemctl reload`). Installed
+/// on plain HTTP too, where it only logs, because SIGHUP's default action
+/// would end the process.
+fn reload_on_hangup(certificate: Option<Arc<ServerCertificate>>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot install the SIGHUP handler; certificates reload only on restart");
+        return;
+    };
+    actix_web::rt::spawn(async move {
+        while hangups.recv().await.is_some() {
+            let Some(certificate) = &certificate else {
+                tracing::info!("SIGHUP: nothing to reload (HTTPS is off)");
+                continue;
+            };
+            match certificate.reload() {
+                Ok(fingerprint) => tracing::info!(
+                    certificate_sha256 = %fingerprint,
+                    "SIGHUP: reloaded the HTTPS certificate; new connections use it"
+                ),
+                Err(err) => tracing::error!(
+                    certificate_sha256 = %certificate.fingerprint(),
+                    "SIGHUP: kept the certificate in use: {err}"
+                ),
+            }
+        }
+    });
 }
 
 /// The admin token's SHA-256: from the configuration, else the stored one,

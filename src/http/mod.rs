@@ -12,6 +12,7 @@ pub mod route_table;
 pub mod route_template;
 pub mod routes;
 pub mod schema;
+pub mod tls;
 
 use std::sync::Arc;
 

@@ -99,6 +99,18 @@ impl StoreError {
     pub fn codec(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
         StoreError::Codec(Box::new(cause))
     }
+
+    /// Whether the disk had no room: what freeing space cures, unlike a
+    /// corrupt file or a wrong layout.
+    pub fn is_out_of_space(&self) -> bool {
+        let full = |err: &std::io::Error| err.kind() == std::io::ErrorKind::StorageFull;
+        match self {
+            StoreError::DiskFull { .. } => true,
+            StoreError::Io(err) => full(err),
+            StoreError::Engine(cause) => cause.downcast_ref().is_some_and(full),
+            _ => false,
+        }
+    }
 }
 
 impl From<StoreError> for ApiError {

@@ -36,23 +36,24 @@ pub struct ClientSettings {
     pub tls: Arc<rustls::ClientConfig>,
 }
 
-/// Builds the TLS configuration: system roots plus the PEM roots in `ca_file`.
-pub fn tls_config(ca_file: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+/// Builds the TLS configuration: system roots plus the PEM roots in `ca_file`
+/// (`setting` names where the file came from, for the error message).
+pub fn tls_config(ca_file: &str, setting: &str) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut roots = RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     roots.add_parsable_certificates(native.certs);
     if !ca_file.is_empty() {
         let certs = CertificateDer::pem_file_iter(ca_file)
-            .map_err(|err| format!("webhooks.ca_file {ca_file}: {err}"))?
+            .map_err(|err| format!("{setting} {ca_file}: {err}"))?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| format!("webhooks.ca_file {ca_file}: {err}"))?;
+            .map_err(|err| format!("{setting} {ca_file}: {err}"))?;
         if certs.is_empty() {
-            return Err(format!("webhooks.ca_file {ca_file}: no certificates found"));
+            return Err(format!("{setting} {ca_file}: no certificates found"));
         }
         for cert in certs {
             roots
                 .add(cert)
-                .map_err(|err| format!("webhooks.ca_file {ca_file}: {err}"))?;
+                .map_err(|err| format!("{setting} {ca_file}: {err}"))?;
         }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());

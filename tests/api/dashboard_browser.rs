@@ -23,7 +23,7 @@ const ESCAPE: &str = "\u{E00C}";
 const WIDTHS: [(u32, u32); 2] = [(1280, 900), (390, 844)];
 
 /// Whether to run; prints why not, or panics when CI requires the browser.
-fn browser_available() -> bool {
+pub fn browser_available() -> bool {
     let Some(reason) = missing_browser() else {
         return true;
     };

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually, Reply, Running, ADMIN};
+use crate::helpers::{eventually, launch_binary, Reply, Running, ADMIN};
 use crate::receiver::TestReceiver;
 
 /// A tmpfs of `size_mb` MiB mounted on a temporary directory, unmounted
@@ -301,10 +301,14 @@ async fn assert_kept(
     assert_eq!(org["name"], json!("Renamed"));
 }
 
-const WEBHOOKS_TO_LOOPBACK: [(&str, &str); 2] = [
-    ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
-    ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
-];
+/// Webhooks to loopback allowed, and the free-space guard at `min_free_mb`.
+fn settings(min_free_mb: &str) -> [(&str, &str); 3] {
+    [
+        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+        ("ROLECALL_STORAGE__MIN_FREE_MB", min_free_mb),
+    ]
+}
 
 /// The free-space guard refuses writes before the disk is full; reads of
 /// the store go on; freeing space is enough.
@@ -315,11 +319,7 @@ async fn a_nearly_full_disk_refuses_writes_until_space_is_freed() {
     };
     let ballast = fs.ballast(8);
     let data = fs.path().join("data");
-    let env = [
-        WEBHOOKS_TO_LOOPBACK[0],
-        WEBHOOKS_TO_LOOPBACK[1],
-        ("ROLECALL_STORAGE__MIN_FREE_MB", "2"),
-    ];
+    let env = settings("2");
     let mut server = Running::start(&data, &env);
     let receiver = TestReceiver::start().await;
     let (org, token) = organization(&server, &receiver).await;
@@ -356,11 +356,7 @@ async fn a_store_failed_by_a_full_disk_is_reopened_once_there_is_room() {
     };
     let ballast = fs.ballast(3);
     let data = fs.path().join("data");
-    let env = [
-        WEBHOOKS_TO_LOOPBACK[0],
-        WEBHOOKS_TO_LOOPBACK[1],
-        ("ROLECALL_STORAGE__MIN_FREE_MB", "0"),
-    ];
+    let env = settings("0");
     let mut server = Running::start(&data, &env);
     let receiver = TestReceiver::start().await;
     let (org, token) = organization(&server, &receiver).await;
@@ -377,4 +373,75 @@ async fn a_store_failed_by_a_full_disk_is_reopened_once_there_is_room() {
     assert_recovered(&server, &org, &token, &receiver, &mut acknowledged).await;
     server.kill_hard();
     assert_kept(&data, &env, &org, &token, &acknowledged).await;
+}
+
+/// Started on a disk too full even to open the database (sled writes as it
+/// opens), the server waits and says why, then starts by itself once space
+/// is freed, with everything it had acknowledged.
+#[actix_web::test]
+async fn a_server_started_on_a_full_disk_waits_for_room_then_starts_by_itself() {
+    let Some(fs) = SmallFilesystem::mount(12) else {
+        return;
+    };
+    let data = fs.path().join("data");
+    let env = settings("0");
+    let mut server = Running::start(&data, &env);
+    let receiver = TestReceiver::start().await;
+    let (org, token) = organization(&server, &receiver).await;
+    let tasks = format!("/organizations/{org}/tasks");
+    let mut acknowledged = Vec::new();
+    for n in 0..5 {
+        let title = format!("before the disk filled {n}");
+        let task = server
+            .post(&tasks, &token, json!({"title": title}))
+            .await
+            .expect(201)
+            .json();
+        acknowledged.push((task["id"].as_str().expect("id").to_owned(), title));
+    }
+    server.kill_hard();
+
+    let filler = fs.fill_up();
+    let launched = launch_binary(&data, &env);
+    let waiting = eventually(Duration::from_secs(20), "the waiting message", || async {
+        let lines = launched.output.stdout.lock().expect("lines");
+        lines
+            .iter()
+            .find(|line| line.contains("waiting for free space to open the database"))
+            .cloned()
+    })
+    .await;
+    assert!(
+        waiting.contains(&data.display().to_string()) && waiting.contains("No space left"),
+        "{waiting}"
+    );
+    actix_web::rt::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !launched.has_bound(),
+        "no port while the database is closed"
+    );
+
+    std::fs::remove_file(&filler).expect("filler removed");
+    let (child, output) = launched.listening();
+    let lines = output.stdout.lock().expect("lines").clone();
+    assert!(
+        lines.iter().any(|l| l.contains("the disk has room again")),
+        "{lines:?}"
+    );
+    let server = Running {
+        server: child,
+        client: crate::helpers::client(),
+    };
+    assert_eq!(
+        server.get("/readyz", &token).await.expect(200).json(),
+        json!({"status": "ready"})
+    );
+    for (id, title) in &acknowledged {
+        let task = server.get(&format!("{tasks}/{id}"), &token).await;
+        assert_eq!(task.expect(200).json()["title"], json!(title), "task {id}");
+    }
+    server
+        .post(&tasks, &token, json!({"title": "after"}))
+        .await
+        .expect(201);
 }

@@ -498,12 +498,39 @@ fn collect_lines(
     })
 }
 
+/// Runs `rolecall serve` expecting it to refuse to start; answers its stderr.
+pub fn refused_start(data_dir: &std::path::Path, env: &[(&str, &str)]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_rolecall"))
+        .arg("serve")
+        .env("ROLECALL_SERVER__LISTEN", "127.0.0.1:0")
+        .env("ROLECALL_STORAGE__DATA_DIR", data_dir)
+        .env("ROLECALL_ADMIN__TOKEN", ADMIN)
+        .envs(env.iter().copied())
+        .output()
+        .expect("the binary runs");
+    assert!(!output.status.success(), "start-up must fail");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 /// Like [`spawn_binary`], but keeps every stdout and stderr line (those
 /// before "listening on" included) for the test to inspect.
 pub fn spawn_binary_capturing(
     data_dir: &std::path::Path,
     extra_env: &[(&str, &str)],
 ) -> (ChildServer, CapturedOutput) {
+    launch_binary(data_dir, extra_env).listening()
+}
+
+/// A `rolecall serve` child that has not necessarily bound yet.
+pub struct Launched {
+    /// SIGKILLed when dropped; its address is known once it has bound.
+    server: ChildServer,
+    pub output: CapturedOutput,
+    stdout_lines: std::sync::mpsc::Receiver<String>,
+}
+
+/// Starts the real `rolecall serve` on `data_dir` without waiting for it.
+pub fn launch_binary(data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> Launched {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rolecall"));
     command
         .arg("serve")
@@ -520,45 +547,61 @@ pub fn spawn_binary_capturing(
     let mut child = command.spawn().expect("binary starts");
     let stdout = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, stdout_lines) = std::sync::mpsc::channel();
+    let (child_stdout, child_stderr) = (
+        child.stdout.take().expect("stdout"),
+        child.stderr.take().expect("stderr"),
+    );
     let readers = vec![
-        collect_lines(
-            child.stdout.take().expect("stdout"),
-            stdout.clone(),
-            Some(tx),
-        ),
-        collect_lines(child.stderr.take().expect("stderr"), stderr.clone(), None),
+        collect_lines(child_stdout, stdout.clone(), Some(tx)),
+        collect_lines(child_stderr, stderr.clone(), None),
     ];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let address = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = match rx.recv_timeout(left) {
-            Ok(line) => line,
-            Err(err) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "no 'listening on' line in time ({err}); stderr: {:?}",
-                    stderr.lock().expect("lines")
-                );
-            }
-        };
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            let addr: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
-                .collect();
-            break format!("http://{addr}");
-        }
-    };
-    (
-        ChildServer { child, address },
-        CapturedOutput {
+    Launched {
+        server: ChildServer {
+            child,
+            address: String::new(),
+        },
+        output: CapturedOutput {
             stdout,
             stderr,
             readers,
         },
-    )
+        stdout_lines,
+    }
+}
+
+impl Launched {
+    /// Whether it printed "listening on" yet.
+    pub fn has_bound(&self) -> bool {
+        let lines = self.output.stdout.lock().expect("lines");
+        lines.iter().any(|line| line.contains("listening on "))
+    }
+
+    /// Waits (at most 30 s) for "listening on": the server and its output.
+    pub fn listening(mut self) -> (ChildServer, CapturedOutput) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let address = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match self.stdout_lines.recv_timeout(left) {
+                Ok(line) => line,
+                Err(err) => {
+                    panic!(
+                        "no 'listening on' line in time ({err}); stderr: {:?}",
+                        self.output.stderr.lock().expect("lines")
+                    );
+                }
+            };
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let addr: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                    .collect();
+                break format!("http://{addr}");
+            }
+        };
+        self.server.address = address;
+        (self.server, self.output)
+    }
 }
 
 /// A running `rolecall` child process (SIGKILLed when dropped) and a client.

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod pki;
 mod receiver;
 mod webdriver;
 
@@ -15,6 +16,7 @@ mod bad_input;
 mod dashboard_browser;
 mod disk_full;
 mod fuzz_regressions;
+mod https;
 mod isolation;
 mod load_tool;
 mod members;

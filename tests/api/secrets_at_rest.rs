@@ -12,7 +12,7 @@ use base64::Engine;
 use rolecall::secrets::SealingKey;
 use serde_json::json;
 
-use crate::helpers::{spawn_binary_capturing, Running, ADMIN};
+use crate::helpers::{refused_start, spawn_binary_capturing, Running, ADMIN};
 use crate::receiver::TestReceiver;
 use crate::webhook_delivery::service_signature;
 
@@ -37,20 +37,6 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
         }
     }
     found
-}
-
-/// Runs `rolecall serve` expecting it to refuse to start; answers its stderr.
-fn refused_start(data_dir: &Path, env: &[(&str, &str)]) -> String {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rolecall"));
-    command
-        .arg("serve")
-        .env("ROLECALL_SERVER__LISTEN", "127.0.0.1:0")
-        .env("ROLECALL_STORAGE__DATA_DIR", data_dir)
-        .env("ROLECALL_ADMIN__TOKEN", ADMIN)
-        .envs(env.iter().copied());
-    let output = command.output().expect("the binary runs");
-    assert!(!output.status.success(), "start-up must fail");
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// An organization whose webhook to `receiver` is saved; answers the org

@@ -88,6 +88,11 @@ impl ChromeDriver {
 
     /// A new headless Chromium session with its own profile directory.
     pub async fn session(&self) -> Session {
+        self.session_with(&[]).await
+    }
+
+    /// A session with more Chromium flags (`extra`).
+    pub async fn session_with(&self, extra: &[String]) -> Session {
         let profile = tempfile::tempdir().expect("profile dir");
         let args = [
             "--headless=new",
@@ -106,6 +111,7 @@ impl ChromeDriver {
         .iter()
         .map(|a| a.to_string())
         .chain([format!("--user-data-dir={}", profile.path().display())])
+        .chain(extra.iter().cloned())
         .collect::<Vec<_>>();
         let capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",

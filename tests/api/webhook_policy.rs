@@ -19,6 +19,7 @@ use rolecall::startup::Application;
 use serde_json::{json, Value};
 
 use crate::helpers::{spawn_app, spawn_app_with, Org, Reply, TestApp, ADMIN};
+use crate::pki::{Leaf, TestCa};
 use crate::receiver::TestReceiver;
 
 /// `POST /organizations/{id}/webhook/test` as the owner.
@@ -203,46 +204,14 @@ async fn a_name_resolving_to_loopback_passes_when_private_networks_are_allowed()
 /// A CA and a leaf for `localhost` / `127.0.0.1` signed by it.
 struct Pki {
     ca_pem: String,
-    leaf_der: Vec<u8>,
-    leaf_key_der: Vec<u8>,
+    leaf: Leaf,
 }
 
 fn make_pki() -> Pki {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-    let ca_key = KeyPair::generate().expect("CA key");
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "rolecall test on-prem CA");
-    let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
-
-    let leaf_key = KeyPair::generate().expect("leaf key");
-    let mut leaf_params =
-        CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
-            .expect("leaf params");
-    leaf_params.is_ca = IsCa::NoCa;
-    leaf_params
-        .distinguished_name
-        .push(DnType::CommonName, "localhost");
-    leaf_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let issuer = Issuer::from_params(&ca_params, &ca_key);
-    let leaf = leaf_params
-        .signed_by(&leaf_key, &issuer)
-        .expect("leaf certificate");
+    let ca = TestCa::new("rolecall test on-prem CA");
     Pki {
-        ca_pem: ca_cert.pem(),
-        leaf_der: leaf.der().to_vec(),
-        leaf_key_der: leaf_key.serialize_der(),
+        leaf: ca.issue("localhost"),
+        ca_pem: ca.pem,
     }
 }
 
@@ -291,9 +260,9 @@ impl HttpsSubscriber {
             .with_no_client_auth()
             .with_single_cert(
                 vec![rustls::pki_types::CertificateDer::from(
-                    pki.leaf_der.clone(),
+                    pki.leaf.der.clone(),
                 )],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(pki.leaf_key_der.clone().into()),
+                rustls::pki_types::PrivateKeyDer::Pkcs8(pki.leaf.key_der.clone().into()),
             )
             .expect("server certificate");
         let config = Arc::new(config);

@@ -7,12 +7,14 @@
 //! on first start, `<data dir>/admin-token`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::http::Method;
 use clap::{Args, Subcommand, ValueEnum};
 use rolecall::secrets::SealingKey;
 use rolecall::storage::SledStore;
+use rolecall::webhooks::client::tls_config;
 use serde_json::{json, Value};
 
 /// Options of `rolecall admin`.
@@ -33,6 +35,10 @@ pub struct AdminArgs {
     /// Print the server's JSON answer instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
+    /// A PEM CA certificate to trust for an https URL, beside the system's roots
+    /// (a server whose certificate comes from an on-prem CA).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: AdminCommand,
@@ -292,7 +298,9 @@ pub fn run(args: AdminArgs) -> Result<String, String> {
     };
     let token = admin_token(args.data_dir.as_deref())?;
     let url = format!("{}{}", args.url.trim_end_matches('/'), call.path);
-    let (status, body) = actix_web::rt::System::new().block_on(send(call, url, token))?;
+    let ca_file = args.ca_file.as_deref().map(Path::to_string_lossy);
+    let tls = tls_config(ca_file.as_deref().unwrap_or_default(), "--ca-file")?;
+    let (status, body) = actix_web::rt::System::new().block_on(send(call, url, token, tls))?;
     if !(200..300).contains(&status) {
         return Err(describe_error(status, &body));
     }
@@ -334,8 +342,14 @@ fn admin_token(data_dir: Option<&Path>) -> Result<String, String> {
     Ok(token.to_owned())
 }
 
-async fn send(call: Call, url: String, token: String) -> Result<(u16, Value), String> {
+async fn send(
+    call: Call,
+    url: String,
+    token: String,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<(u16, Value), String> {
     let client = awc::Client::builder()
+        .connector(awc::Connector::new().rustls_0_23(tls))
         .timeout(Duration::from_secs(30))
         .finish();
     let request = client

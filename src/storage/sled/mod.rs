@@ -81,7 +81,11 @@ impl SledStore {
     /// sealed now; sealed ones must open with it.
     pub fn open(dir: &Path, tuning: Tuning, key: Option<SealingKey>) -> Result<Self, StoreError> {
         create_private_dir(dir)?;
-        let engine = Engine::open(dir, tuning).map_err(StoreError::engine)?;
+        let engine = Engine::open(dir, tuning).map_err(|err| match err {
+            // The I/O error itself, so that callers can tell a full disk.
+            ::sled::Error::Io(io) => StoreError::engine(io),
+            other => StoreError::engine(other),
+        })?;
         check_layout(&engine)?;
         seal_stored_secrets(&engine, key.as_ref(), key.as_ref())?;
         let slot = Slot::new(dir, tuning, engine);
