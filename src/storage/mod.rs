@@ -25,7 +25,7 @@ use crate::domain::user::{TokenRecord, User};
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::SealingKey;
 
-pub use self::sled::{SledStore, Tuning};
+pub use self::sled::{Rekeyed, SledStore, Tuning};
 
 type Cause = Box<dyn std::error::Error + Send + Sync>;
 

@@ -39,6 +39,21 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     found
 }
 
+/// `rolecall admin rekey --data-dir <dir> <args>`: (exit code, stdout and stderr).
+fn rekey(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_rolecall"))
+        .args(["admin", "rekey", "--data-dir"])
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("rekey runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr),
+    )
+}
+
 /// An organization whose webhook to `receiver` is saved; answers the org
 /// id, the owner's token and the signing secret revealed by the test.
 async fn org_with_webhook(server: &Running, receiver: &TestReceiver) -> (String, String, String) {
@@ -73,6 +88,20 @@ async fn org_with_webhook(server: &Running, receiver: &TestReceiver) -> (String,
         .await
         .expect(200);
     (org, token, secret)
+}
+
+/// Rotates the org's webhook secret as its owner; answers the new one.
+async fn rotate(server: &Running, org: &str, token: &str) -> String {
+    let rotated = server
+        .post(
+            &format!("/organizations/{org}/webhook/rotate"),
+            token,
+            json!({}),
+        )
+        .await
+        .expect(200)
+        .json();
+    rotated["secret"].as_str().expect("new secret").to_owned()
 }
 
 /// Creates a task and asserts its delivery is signed with `secret`.
@@ -120,16 +149,7 @@ async fn with_a_key_no_secret_byte_reaches_the_disk_and_only_that_key_opens_them
     };
     let (org, token, first) = org_with_webhook(&server, &receiver).await;
     delivered_with(&server, &receiver, &org, &token, &first).await;
-    let rotated = server
-        .post(
-            &format!("/organizations/{org}/webhook/rotate"),
-            &token,
-            json!({}),
-        )
-        .await
-        .expect(200)
-        .json();
-    let second = rotated["secret"].as_str().expect("new secret").to_owned();
+    let second = rotate(&server, &org, &token).await;
     delivered_with(&server, &receiver, &org, &token, &second).await;
     server.stop_gracefully().await;
     let (stdout, _) = output.finish();
@@ -187,19 +207,7 @@ async fn rekey_moves_the_secrets_to_a_new_key_and_in_and_out_of_clear() {
     let new_file = keys.path().join("new.key");
     std::fs::write(&old_file, old.expose()).expect("key file");
     std::fs::write(&new_file, new.expose()).expect("key file");
-    let rekey = |args: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_rolecall"))
-            .args(["admin", "rekey", "--data-dir"])
-            .arg(dir.path())
-            .args(args)
-            .output()
-            .expect("rekey runs");
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stdout).into_owned()
-                + &String::from_utf8_lossy(&output.stderr),
-        )
-    };
+    let rekey = |args: &[&str]| rekey(dir.path(), args);
 
     // In clear → the old key → the new key.
     let old_path = old_file.to_str().expect("path");
@@ -264,4 +272,65 @@ async fn a_key_set_on_an_installation_in_clear_encrypts_its_secrets() {
     // Encrypted now: without the key, start-up is refused.
     let stderr = refused_start(dir.path(), &LOOPBACK);
     assert!(stderr.contains("no storage.secret_key is set"), "{stderr}");
+}
+
+#[actix_web::test]
+async fn a_lost_key_is_survived_by_replacing_the_secrets_it_sealed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let receiver = TestReceiver::start().await;
+    let lost = SealingKey::generate().expose();
+    let keyed = [
+        LOOPBACK[0],
+        LOOPBACK[1],
+        ("ROLECALL_STORAGE__SECRET_KEY", lost.as_str()),
+    ];
+    let mut server = Running::start(dir.path(), &keyed);
+    let (org, token, old_secret) = org_with_webhook(&server, &receiver).await;
+    server.stop_gracefully().await;
+
+    let keys = tempfile::tempdir().expect("tempdir");
+    let new = SealingKey::generate().expose();
+    let new_file = keys.path().join("new.key");
+    std::fs::write(&new_file, &new).expect("key file");
+    let new_file = new_file.to_str().expect("utf-8 path");
+
+    // Without the lost key nothing opens, and nothing changes unless asked.
+    let (code, out) = rekey(dir.path(), &["--to-key-file", new_file]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("no storage.secret_key is set"), "{out}");
+    let (code, out) = rekey(
+        dir.path(),
+        &["--to-key-file", new_file, "--replace-unreadable"],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("1 of them did not open and were replaced") && out.contains(&org),
+        "the organization to tell is listed: {out}"
+    );
+
+    // The new key opens the store; deliveries no longer verify with the old
+    // secret, and an owner's rotation hands out one that does.
+    let new_env = [
+        LOOPBACK[0],
+        LOOPBACK[1],
+        ("ROLECALL_STORAGE__SECRET_KEY", new.as_str()),
+    ];
+    let server = Running::start(dir.path(), &new_env);
+    let before = receiver.received().len();
+    server
+        .post(
+            &format!("/organizations/{org}/tasks"),
+            &token,
+            json!({"title": "unverifiable"}),
+        )
+        .await
+        .expect(201);
+    let received = receiver.wait_for(before + 1, Duration::from_secs(10)).await;
+    assert_ne!(
+        received[before].header("x-service-signature"),
+        service_signature(&old_secret, &received[before].body),
+        "the lost secret no longer signs"
+    );
+    let secret = rotate(&server, &org, &token).await;
+    delivered_with(&server, &receiver, &org, &token, &secret).await;
 }

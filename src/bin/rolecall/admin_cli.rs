@@ -15,6 +15,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use rolecall::secrets::SealingKey;
 use rolecall::storage::SledStore;
 use rolecall::webhooks::client::tls_config;
+use rolecall::webhooks::signing::new_secret;
 use serde_json::{json, Value};
 
 /// Options of `rolecall admin`.
@@ -77,6 +78,10 @@ pub struct RekeyArgs {
     /// A file holding that key.
     #[arg(long, value_name = "PATH")]
     pub to_key_file: Option<PathBuf>,
+    /// The key is lost: give every secret that the from-key does not open a new random secret
+    /// (the organizations listed must rotate theirs and hand it to their subscribers).
+    #[arg(long)]
+    pub replace_unreadable: bool,
 }
 
 /// A key given inline or in a file; `None` when neither.
@@ -100,17 +105,31 @@ fn key_from(
 fn rekey(args: &RekeyArgs, data_dir: &Path) -> Result<String, String> {
     let from = key_from(&args.from_key, &args.from_key_file, "--from-key")?;
     let to = key_from(&args.to_key, &args.to_key_file, "--to-key")?;
-    let changed = SledStore::rekey(data_dir, from.as_ref(), to.as_ref())
+    let replace = args.replace_unreadable.then_some(new_secret as fn() -> _);
+    let rekeyed = SledStore::rekey(data_dir, from.as_ref(), to.as_ref(), replace)
         .map_err(|err| rolecall::telemetry::cause_chain(&err))?;
     let now = if to.is_some() {
         "encrypted with the new key"
     } else {
         "stored in clear"
     };
-    Ok(format!(
-        "{changed} webhook secret(s) in {} are now {now}",
+    let mut report = format!(
+        "{} webhook secret(s) in {} are now {now}",
+        rekeyed.changed,
         data_dir.display()
-    ))
+    );
+    if !rekeyed.replaced.is_empty() {
+        report.push_str(&format!(
+            "\n{} of them did not open and were replaced by new secrets that nobody knows; \
+             their deliveries fail verification until an owner rotates the webhook secret \
+             (POST /organizations/{{id}}/webhook/rotate) and gives it to the subscriber:",
+            rekeyed.replaced.len()
+        ));
+        for org in &rekeyed.replaced {
+            report.push_str(&format!("\n  {org}"));
+        }
+    }
+    Ok(report)
 }
 
 /// `rolecall admin user ...`.

@@ -28,8 +28,9 @@ use crate::domain::audit::AuditRecord;
 use crate::domain::change::Write;
 use crate::domain::delivery::{Job, LogRecord};
 use crate::domain::resources::Resource;
+use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
-use crate::secrets::SealingKey;
+use crate::secrets::{SealingKey, Secret};
 use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
 use codec::decode;
 use engine::{Engine, Slot};
@@ -87,7 +88,7 @@ impl SledStore {
             other => StoreError::engine(other),
         })?;
         check_layout(&engine)?;
-        seal_stored_secrets(&engine, key.as_ref(), key.as_ref())?;
+        seal_stored_secrets(&engine, key.as_ref())?;
         let slot = Slot::new(dir, tuning, engine);
         let room = Room::new(dir, tuning.min_free_mb);
         let committer = GroupCommit::start(slot.clone(), room.clone(), tuning.commit_window)?;
@@ -101,15 +102,18 @@ impl SledStore {
 
     /// Opens every stored webhook secret with `from` (or reads it in clear)
     /// and stores it sealed with `to` (or in clear): `rolecall admin rekey`,
-    /// on a data directory no server has open. Answers how many.
+    /// on a data directory no server has open. A secret that does not open
+    /// refuses the whole change, unless `replace_unreadable` makes a new
+    /// secret for it (the way out of a lost key).
     pub fn rekey(
         dir: &Path,
         from: Option<&SealingKey>,
         to: Option<&SealingKey>,
-    ) -> Result<usize, StoreError> {
+        replace_unreadable: Option<fn() -> Secret>,
+    ) -> Result<Rekeyed, StoreError> {
         let engine = Engine::open(dir, Tuning::default()).map_err(StoreError::engine)?;
         check_layout(&engine)?;
-        seal_stored_secrets(&engine, from, to)
+        reseal(&engine, from, to, replace_unreadable)
     }
 
     /// Runs `read` on the database in service; an I/O failure takes it out
@@ -402,36 +406,61 @@ fn drop_old_outbox(engine: &Engine) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// What `rekey` changed.
+#[derive(Debug, Default)]
+pub struct Rekeyed {
+    /// Secrets stored anew (re-encrypted, or stored in clear).
+    pub changed: usize,
+    /// Organizations whose secret did not open and was replaced.
+    pub replaced: Vec<OrgId>,
+}
+
+/// Stores every webhook secret sealed with `key` (or in clear) with the
+/// same key it was opened with: at start, to seal an installation that was
+/// in clear; refuses when a secret does not open.
+fn seal_stored_secrets(engine: &Engine, key: Option<&SealingKey>) -> Result<usize, StoreError> {
+    reseal(engine, key, key, None).map(|rekeyed| rekeyed.changed)
+}
+
 /// Stores every webhook secret sealed with `to` (or in clear), opening it
 /// with `from` (or reading it in clear) first; leaves a row already so as it
-/// is. Refuses, changing nothing, when a secret does not open. Answers how
-/// many rows changed.
-fn seal_stored_secrets(
+/// is. A secret that does not open is replaced by `replace_unreadable`, or
+/// refuses the whole change. All rows change in one batch, or none.
+fn reseal(
     engine: &Engine,
     from: Option<&SealingKey>,
     to: Option<&SealingKey>,
-) -> Result<usize, StoreError> {
+    replace_unreadable: Option<fn() -> Secret>,
+) -> Result<Rekeyed, StoreError> {
     let webhooks = engine.tree(TreeName::Webhooks);
     let mut batch = ::sled::Batch::default();
-    let mut changed = 0;
+    let mut rekeyed = Rekeyed::default();
     for entry in webhooks.iter() {
         let (row, bytes) = entry.map_err(StoreError::engine)?;
-        let stored: crate::domain::webhook::WebhookEndpoint = decode(&bytes)?;
+        let stored: WebhookEndpoint = decode(&bytes)?;
         let already = SealingKey::is_sealed(stored.secret.expose()) == to.is_some();
-        if already && from.map(|k| k.expose()) == to.map(|k| k.expose()) {
+        let same_key = from.map(|k| k.expose()) == to.map(|k| k.expose());
+        let endpoint = match (read::opened(stored.clone(), from), replace_unreadable) {
             // Opening checks the key even when nothing is to change.
-            read::opened(stored, from)?;
-            continue;
-        }
-        let endpoint = read::opened(stored, from)?;
+            (Ok(_), _) if already && same_key => continue,
+            (Ok(endpoint), _) => endpoint,
+            (Err(StoreError::SecretKey(_)), Some(new_secret)) => {
+                rekeyed.replaced.push(stored.organization_id);
+                WebhookEndpoint {
+                    secret: new_secret(),
+                    ..stored
+                }
+            }
+            (Err(err), _) => return Err(err),
+        };
         batch.insert(row, write::endpoint_row(&endpoint, to)?);
-        changed += 1;
+        rekeyed.changed += 1;
     }
-    if changed > 0 {
+    if rekeyed.changed > 0 {
         webhooks.apply_batch(batch).map_err(StoreError::engine)?;
         engine.db.flush().map_err(StoreError::engine)?;
     }
-    Ok(changed)
+    Ok(rekeyed)
 }
 
 /// Deletes the `count` oldest records of `org` in a delivery log; returns
