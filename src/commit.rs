@@ -12,8 +12,8 @@
 //!
 //! A step that fails stops the path there: nothing is published or handed
 //! on for a change that was not recorded. Delivery results take a shorter
-//! path ([`CommitPath::record_attempts`]): their own transaction, the
-//! shared flush, nothing published.
+//! path ([`CommitPath::record_attempts`]): their own transaction, durable
+//! with the next shared flush, nothing published.
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use crate::domain::resources::Resource;
 use crate::ids::{OrgId, ResourceId};
 use crate::state::accounts::AccountTable;
 use crate::state::directory::Directory;
-use crate::storage::{Store, StoreError};
+use crate::storage::{Durability, Store, StoreError};
 
 /// Where committed deliveries go: the dispatcher, and the delivery log's
 /// bookkeeping. Implemented by the delivery actors.
@@ -132,13 +132,13 @@ impl CommitPath {
     }
 
     /// Records delivery results (log records and the outbox updates they
-    /// imply) in one transaction of their own, then waits for the next
-    /// flush (shared with everyone's): a batch the store lost with a failure
-    /// is not counted as written, and the log actor writes it again.
-    /// Nothing is published or handed on.
-    pub async fn record_attempts(&self, writes: &[Write]) -> Result<(), StoreError> {
-        self.store.append(writes).await?;
-        self.store.durable().await
+    /// imply) in one transaction of their own, after every batch before
+    /// them, and answers once they are committed. The [`Durability`]
+    /// resolves with the next flush, which they do not hurry: a batch the
+    /// store lost with a failure is not counted as written, and the log
+    /// actor writes it again. Nothing is published or handed on.
+    pub async fn record_attempts(&self, writes: &[Write]) -> Result<Durability, StoreError> {
+        self.store.append(writes).await
     }
 
     /// Deletes all but the newest `keep` records of `org`'s delivery log;

@@ -3,8 +3,13 @@
 //! and prunes each organization's log to the newest
 //! `webhooks.log_retention` records.
 //!
-//! Batches are written one at a time, in order (the actor waits for each),
-//! so a job's retry update can never land after its final delete.
+//! Batches are committed one at a time, in order (the actor waits for each
+//! commit), so a job's retry update can never land after its final delete.
+//! Their durability is confirmed later, with the next flush others cause:
+//! waiting for it before the next batch cost about 7 % more CPU per event
+//! in a burst (BENCHMARKS.md). A batch counts as written once durable; a
+//! failed flush loses it and every batch committed after it, which go back
+//! to the front of the buffer, in order, to be written again.
 //!
 //! Pruning must not read whole logs: the actor counts each log once and
 //! then keeps count itself ([`LogLengths`]); once a log exceeds its
@@ -12,7 +17,7 @@
 //! oldest surplus. The passes run off the thread the dispatcher shares:
 //! there they delayed healthy deliveries by up to a second.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +29,7 @@ use crate::commit::CommitPath;
 use crate::domain::change::Write;
 use crate::ids::OrgId;
 use crate::metrics::Metrics;
-use crate::storage::StoreError;
+use crate::storage::{Durability, StoreError};
 
 /// A batch is committed at this size, or after [`BATCH_WINDOW`].
 const BATCH_MAX: usize = 512;
@@ -57,6 +62,10 @@ pub struct LogActor {
     retry_scheduled: bool,
     /// Envelope bytes appended since the last flush was started.
     buffered_bytes: usize,
+    /// Batches committed but not yet durable, oldest first, by number.
+    unconfirmed: VecDeque<(u64, Vec<Write>)>,
+    /// The number of the next batch.
+    next_batch: u64,
 }
 
 impl LogActor {
@@ -72,6 +81,8 @@ impl LogActor {
             flush_scheduled: false,
             retry_scheduled: false,
             buffered_bytes: 0,
+            unconfirmed: VecDeque::new(),
+            next_batch: 0,
         }
     }
 
@@ -109,35 +120,77 @@ impl LogActor {
         Some(
             write
                 .into_actor(self)
-                .map(move |(batch, result), actor, ctx| actor.written(batch, result, ctx)),
+                .map(move |(batch, result), actor, ctx| actor.committed(batch, result, ctx)),
         )
     }
 
-    /// Counts a written batch; keeps a refused one, in order, to write
-    /// again once the store takes writes (deliveries carry on meanwhile).
-    fn written(
+    /// Waits for a committed batch to be durable (without holding up the
+    /// next); gives a refused one back, in order, to write again once the
+    /// store takes writes (deliveries carry on meanwhile).
+    fn committed(
         &mut self,
         batch: Vec<Write>,
-        result: Result<(), StoreError>,
+        result: Result<Durability, StoreError>,
         ctx: &mut Context<Self>,
     ) {
-        let Err(err) = result else {
-            self.metrics
-                .delivery_logged(batch.iter().filter_map(|w| match w {
-                    Write::Log(record) => Some(record),
-                    _ => None,
-                }));
-            // A flush writes everything buffered, a batch at a time.
-            if !self.buffer.is_empty() {
-                self.flush(ctx);
+        match result {
+            Ok(durability) => {
+                let number = self.next_batch;
+                self.next_batch += 1;
+                self.unconfirmed.push_back((number, batch));
+                ctx.spawn(
+                    durability
+                        .wait()
+                        .into_actor(self)
+                        .map(move |result, actor, ctx| actor.durable(number, result, ctx)),
+                );
+                // A flush writes everything buffered, a batch at a time.
+                if !self.buffer.is_empty() {
+                    self.flush(ctx);
+                }
             }
-            return;
-        };
+            Err(err) => self.lost(vec![batch], &err, ctx),
+        }
+    }
+
+    /// Counts batch `number` as written once durable; a failed flush lost
+    /// it and every batch committed after it.
+    fn durable(&mut self, number: u64, result: Result<(), StoreError>, ctx: &mut Context<Self>) {
+        match result {
+            Ok(()) => {
+                while self
+                    .unconfirmed
+                    .front()
+                    .is_some_and(|(first, _)| *first <= number)
+                {
+                    let Some((_, batch)) = self.unconfirmed.pop_front() else {
+                        break;
+                    };
+                    self.metrics
+                        .delivery_logged(batch.iter().filter_map(|w| match w {
+                            Write::Log(record) => Some(record),
+                            _ => None,
+                        }));
+                }
+            }
+            Err(err) => {
+                let lost: Vec<Vec<Write>> = self.unconfirmed.drain(..).map(|(_, b)| b).collect();
+                if !lost.is_empty() {
+                    self.lost(lost, &err, ctx);
+                }
+            }
+        }
+    }
+
+    /// Puts `batches` (oldest first) back at the front of the buffer and
+    /// writes them again once the store takes writes.
+    fn lost(&mut self, batches: Vec<Vec<Write>>, err: &StoreError, ctx: &mut Context<Self>) {
+        let writes: Vec<Write> = batches.into_iter().flatten().collect();
         tracing::warn!(
-            error = %crate::telemetry::cause_chain(&err), writes = batch.len(),
+            error = %crate::telemetry::cause_chain(err), writes = writes.len(),
             "writing the delivery log failed; it is written again once the store takes writes"
         );
-        let newer = std::mem::replace(&mut self.buffer, batch);
+        let newer = std::mem::replace(&mut self.buffer, writes);
         self.buffer.extend(newer);
         let excess = self.buffer.len().saturating_sub(BUFFER_MAX);
         if excess > 0 {

@@ -13,6 +13,8 @@
 
 mod sled;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::domain::audit::AuditRecord;
@@ -110,6 +112,22 @@ impl StoreError {
             StoreError::Engine(cause) => cause.downcast_ref().is_some_and(full),
             _ => false,
         }
+    }
+}
+
+/// Resolves once writes already committed are durable (see
+/// [`Store::append`]); a flush that failed loses them.
+pub struct Durability(Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>);
+
+impl Durability {
+    /// Durable once `flushed` resolves.
+    pub fn after(flushed: impl Future<Output = Result<(), StoreError>> + Send + 'static) -> Self {
+        Durability(Box::pin(flushed))
+    }
+
+    /// Waits until the writes are durable.
+    pub async fn wait(self) -> Result<(), StoreError> {
+        self.0.await
     }
 }
 
@@ -227,10 +245,12 @@ impl Store {
         }
     }
 
-    /// Commits `writes` in one transaction of their own, without waiting
-    /// for durability: for delivery results, which nobody waits on and
-    /// which become durable with the next flush.
-    pub async fn append(&self, writes: &[Write]) -> Result<(), StoreError> {
+    /// Commits `writes` in one transaction of their own, after every
+    /// `append` before it, and answers once they are committed; the
+    /// [`Durability`] resolves once they are durable, with the next flush
+    /// others cause (or soon after). For delivery results, which no request
+    /// waits on: the caller can append the next batch meanwhile.
+    pub async fn append(&self, writes: &[Write]) -> Result<Durability, StoreError> {
         match self {
             Store::Sled(store) => store.append(writes),
         }

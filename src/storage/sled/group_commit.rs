@@ -6,17 +6,22 @@
 //! therefore cost more CPU than the request itself. So a request hands its
 //! row operations here ([`GroupCommit::commit`]), encoded already on its
 //! own thread, and one thread applies everyone's gathered since its last
-//! round in one transaction, flushes once, and answers each. Writers that committed on their own and only need
-//! durability ask for it with [`GroupCommit::durable`].
+//! round in one transaction, flushes once, and answers each. Writers that
+//! committed on their own and only need durability ask for it with
+//! [`GroupCommit::durable`], or, when nobody waits on them (delivery
+//! results), with [`GroupCommit::durable_soon`], which rides on the next
+//! round others cause: a round of their own for every log batch cost about
+//! 9 % more CPU per event in a burst (BENCHMARKS.md).
 //!
 //! The thread first waits a short window to gather more writers (like
 //! PostgreSQL's `commit_delay`): without it a burst averaged 5 writers a
 //! flush; with 1 ms, 9 to 14. The price is up to that window of latency on
 //! every durable write.
 
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
@@ -30,9 +35,15 @@ type FlushFailure = Arc<dyn std::error::Error + Send + Sync>;
 type FlushWaiter = oneshot::Sender<Result<(), FlushFailure>>;
 type CommitWaiter = oneshot::Sender<Result<(), StoreError>>;
 
+/// Longest a [`GroupCommit::durable_soon`] waits for a round that others
+/// cause before the thread runs one for it.
+const SOON: Duration = Duration::from_millis(20);
+
 enum Request {
     /// Make everything committed so far durable.
     Durable(FlushWaiter),
+    /// The same, with the next round, within [`SOON`].
+    DurableSoon(FlushWaiter),
     /// Commit these writes atomically, then make them durable.
     Commit(Vec<Op>, CommitWaiter),
 }
@@ -52,16 +63,7 @@ impl GroupCommit {
         let (requests, inbox) = mpsc::channel::<Request>();
         let thread = thread::Builder::new()
             .name("rolecall-commit".into())
-            .spawn(move || {
-                while let Ok(first) = inbox.recv() {
-                    if !window.is_zero() {
-                        thread::sleep(window);
-                    }
-                    let round: Vec<Request> =
-                        std::iter::once(first).chain(inbox.try_iter()).collect();
-                    run_round(&slot, &room, round);
-                }
-            })?;
+            .spawn(move || commit_rounds(&inbox, &slot, &room, window))?;
         Ok(Self {
             requests,
             thread: Arc::new(Mutex::new(Some(thread))),
@@ -89,6 +91,20 @@ impl GroupCommit {
             .map_err(StoreError::Flush)
     }
 
+    /// Asks for everything committed before this call to be made durable
+    /// with the next round another writer causes, or within [`SOON`]; the
+    /// answer resolves then. Asking does not wait.
+    pub fn durable_soon(&self) -> impl std::future::Future<Output = Result<(), StoreError>> {
+        let (tx, rx) = oneshot::channel();
+        let asked = self.requests.send(Request::DurableSoon(tx));
+        async move {
+            asked.map_err(|_| StoreError::Closed)?;
+            rx.await
+                .map_err(|_| StoreError::Closed)?
+                .map_err(StoreError::Flush)
+        }
+    }
+
     /// Applies `ops` atomically (in a transaction shared with other
     /// callers' operations) and makes them durable.
     pub async fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
@@ -100,6 +116,47 @@ impl GroupCommit {
     }
 }
 
+/// The committing thread: a round for each request that needs one (with
+/// the requests gathered in the window after it). `DurableSoon` requests
+/// wait for such a round, or for [`SOON`]. Ends when every handle is
+/// dropped, after a last round for whoever still waits.
+fn commit_rounds(inbox: &mpsc::Receiver<Request>, slot: &Slot, room: &Room, window: Duration) {
+    // Requests for the next round; `DurableSoon` ones only, between rounds.
+    let mut next: Vec<Request> = Vec::new();
+    let mut oldest_waiting = Instant::now();
+    loop {
+        let received = if next.is_empty() {
+            inbox.recv().map_err(|_| RecvTimeoutError::Disconnected)
+        } else {
+            inbox.recv_timeout(SOON.saturating_sub(oldest_waiting.elapsed()))
+        };
+        match received {
+            Ok(request @ Request::DurableSoon(_)) => {
+                if next.is_empty() {
+                    oldest_waiting = Instant::now();
+                }
+                next.push(request);
+                continue;
+            }
+            Ok(request) => {
+                if !window.is_zero() {
+                    thread::sleep(window);
+                }
+                next.push(request);
+                next.extend(inbox.try_iter());
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                if !next.is_empty() {
+                    run_round(slot, room, next);
+                }
+                return;
+            }
+        }
+        run_round(slot, room, std::mem::take(&mut next));
+    }
+}
+
 /// One round: every commit in one transaction, one flush, then the
 /// answers. With no database in service, every request of the round is
 /// answered so at once; without room on the disk, every commit.
@@ -108,7 +165,7 @@ fn run_round(slot: &Slot, room: &Room, round: Vec<Request>) {
     let mut commits = Vec::new();
     for request in round {
         match request {
-            Request::Durable(waiter) => flush_waiters.push(waiter),
+            Request::Durable(waiter) | Request::DurableSoon(waiter) => flush_waiters.push(waiter),
             Request::Commit(ops, waiter) => commits.push((ops, waiter)),
         }
     }

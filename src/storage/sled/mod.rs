@@ -31,7 +31,7 @@ use crate::domain::resources::Resource;
 use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::{SealingKey, Secret};
-use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
+use crate::storage::{Durability, Loaded, LogFilter, Page, StoreError, Window};
 use codec::decode;
 use engine::{Engine, Slot};
 use group_commit::GroupCommit;
@@ -134,12 +134,12 @@ impl SledStore {
     }
 
     /// See [`crate::storage::Store::append`].
-    pub fn append(&self, writes: &[Write]) -> Result<(), StoreError> {
+    pub fn append(&self, writes: &[Write]) -> Result<Durability, StoreError> {
         let ops = prepare(writes, self.key.as_ref())?;
         self.room.check(write::size_of(&ops))?;
         self.read(|engine| commit_to(&engine.trees, ops.iter()))?;
         self.slot.wrote();
-        Ok(())
+        Ok(Durability::after(self.committer.durable_soon()))
     }
 
     /// See [`crate::storage::Store::update_resource`]. The transaction covers

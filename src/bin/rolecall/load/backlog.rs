@@ -4,9 +4,11 @@
 //! read as the backlog grows; then the server is killed and started again
 //! on it, and the time until it serves and its memory are read.
 //!
-//! Before the backlog, `--events` deliveries to a healthy organization
-//! warm the database's page cache (bounded by `storage.cache_mb`), so the
-//! growth measured is the backlog's, not the cache filling up.
+//! Memory also grows with what any traffic stores (the tasks themselves,
+//! the database's page cache filling up to `storage.cache_mb`), so a
+//! control server gets the same traffic at the same pace with a subscriber
+//! that keeps up: the difference at each size is what the backlog costs.
+//! Before either, `--events` deliveries warm the page cache.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +26,7 @@ use crate::load::sink::SinkState;
 use crate::load::stats::table;
 use crate::load::target::{Fixture, Target};
 
-/// The server's memory at one size of the backlog.
+/// The servers' memory at one size of the backlog.
 #[derive(Clone, Debug, Serialize)]
 pub struct Point {
     /// Events queued for the endpoint that never answers.
@@ -33,6 +35,10 @@ pub struct Point {
     pub resident_mb: f64,
     /// Growth over the warmed-up server with no backlog, MiB.
     pub growth_mb: f64,
+    /// The control server's growth after as many events, delivered, MiB.
+    pub control_growth_mb: f64,
+    /// What the backlog costs: `growth_mb - control_growth_mb`.
+    pub backlog_mb: f64,
 }
 
 /// What the scenario measured.
@@ -40,10 +46,12 @@ pub struct Point {
 pub struct BacklogResult {
     /// Resident memory with no backlog, after the warm-up, MiB.
     pub baseline_mb: f64,
+    /// The control server's, MiB.
+    pub control_baseline_mb: f64,
     /// Memory as the backlog grew.
     pub points: Vec<Point>,
-    /// Events accepted per second while the backlog grew.
-    pub accepted_per_s: f64,
+    /// Events per second sent to both servers.
+    pub rate: f64,
     /// From the restart on the whole backlog to the first 200 of `/healthz`.
     pub restart_serving_after_ms: u128,
     /// Resident memory once serving again, MiB.
@@ -62,13 +70,15 @@ fn milestones(total: usize) -> Vec<usize> {
     points
 }
 
-/// The server the scenario starts, and starts again.
+/// The servers the scenario starts.
 pub struct Server<'a> {
-    /// Its data directory.
+    /// The data directory of the server with the backlog.
     pub dir: &'a Path,
-    /// Its `ROLECALL_*` settings.
+    /// The control server's.
+    pub control_dir: &'a Path,
+    /// Their `ROLECALL_*` settings.
     pub env: &'a [(String, String)],
-    /// Its admin token.
+    /// Their admin token.
     pub admin: &'a str,
 }
 
@@ -79,10 +89,20 @@ pub struct Plan {
     pub backlog: usize,
     /// Deliveries to a healthy endpoint first, warming the page cache.
     pub warmup: usize,
+    /// Events per second, the same for both servers: below what the control
+    /// delivers, so that its subscriber keeps up.
+    pub rate: f64,
     /// Concurrent requests.
     pub concurrency: usize,
     /// Client threads they are spread over.
     pub client_threads: usize,
+}
+
+/// Memory after each milestone on one server.
+struct Curve {
+    baseline_mb: f64,
+    /// (events sent, resident MiB).
+    points: Vec<(usize, f64)>,
 }
 
 /// Runs the scenario; `sink` (at `sink_url`) is the subscriber.
@@ -92,100 +112,181 @@ pub async fn run(
     sink_url: &str,
     sink: &Arc<SinkState>,
 ) -> Result<BacklogResult, String> {
-    let Server { dir, env, admin } = at;
-    let Plan {
-        backlog,
-        warmup,
-        concurrency,
-        client_threads,
-    } = plan;
-    let (server, _) = ServerProcess::start(dir, env, false)?;
-    let target = Target::new(server.base_url(), admin.to_owned(), concurrency);
+    let (server, _) = ServerProcess::start(at.dir, at.env, false)?;
+    let backlog = curve(&server, &at, plan, sink_url, sink, Subscriber::NeverAnswers).await?;
+    drop(server);
+
+    let (server, serving) = ServerProcess::start(at.dir, at.env, false)?;
+    let restart_resident_mb = server.resident_mb();
+    actix_web::rt::time::sleep(Duration::from_secs(5)).await;
+    let restart_resident_after_5s_mb = server.resident_mb();
+    drop(server);
+
+    let (control_server, _) = ServerProcess::start(at.control_dir, at.env, false)?;
+    let control = curve(
+        &control_server,
+        &at,
+        plan,
+        sink_url,
+        sink,
+        Subscriber::KeepsUp,
+    )
+    .await?;
+    drop(control_server);
+
+    let points = backlog
+        .points
+        .iter()
+        .zip(&control.points)
+        .map(|(&(queued, resident_mb), &(_, control_mb))| {
+            let growth_mb = resident_mb - backlog.baseline_mb;
+            let control_growth_mb = control_mb - control.baseline_mb;
+            Point {
+                queued,
+                resident_mb,
+                growth_mb,
+                control_growth_mb,
+                backlog_mb: growth_mb - control_growth_mb,
+            }
+        })
+        .collect();
+    Ok(BacklogResult {
+        baseline_mb: backlog.baseline_mb,
+        control_baseline_mb: control.baseline_mb,
+        points,
+        rate: plan.rate,
+        restart_serving_after_ms: serving.as_millis(),
+        restart_resident_mb,
+        restart_resident_after_5s_mb,
+    })
+}
+
+/// Where the events go.
+#[derive(Clone, Copy, PartialEq)]
+enum Subscriber {
+    /// The organization whose endpoint never answers: they queue up.
+    NeverAnswers,
+    /// A healthy organization: they are delivered as they come.
+    KeepsUp,
+}
+
+/// Warms `server` up, then sends it the plan's events and reads its memory
+/// at each milestone (once the subscriber that keeps up has them all).
+async fn curve(
+    server: &ServerProcess,
+    at: &Server<'_>,
+    plan: Plan,
+    sink_url: &str,
+    sink: &Arc<SinkState>,
+    subscriber: Subscriber,
+) -> Result<Curve, String> {
+    let target = Target::new(server.base_url(), at.admin.to_owned(), plan.concurrency);
     let fixture = Arc::new(target.setup(1, sink_url, sink).await?);
     let warm = BurstPlan {
-        events: warmup,
-        concurrency,
-        client_threads,
+        events: plan.warmup,
+        concurrency: plan.concurrency,
+        client_threads: plan.client_threads,
         rate: 0.0,
         hanging_every: 0,
     };
     burst(&target, &fixture, sink, warm, &ProgressBar::hidden()).await?;
     let baseline_mb = server.resident_mb();
 
-    let bar = ProgressBar::new(backlog as u64).with_message("backlog");
-    let started = Instant::now();
+    let org = match subscriber {
+        Subscriber::NeverAnswers => fixture.hanging_org.clone(),
+        Subscriber::KeepsUp => fixture.orgs[0].clone(),
+    };
+    sink.clear();
+    let label = match subscriber {
+        Subscriber::NeverAnswers => "backlog",
+        Subscriber::KeepsUp => "control",
+    };
+    let bar = ProgressBar::new(plan.backlog as u64).with_message(label);
     let mut points = Vec::new();
-    let mut queued = 0;
-    for milestone in milestones(backlog) {
-        queued += queue(
-            &target,
-            &fixture,
-            milestone - queued,
-            concurrency,
-            client_threads,
-            &bar,
-        )
-        .await?;
-        let resident_mb = server.resident_mb();
-        points.push(Point {
-            queued,
-            resident_mb,
-            growth_mb: resident_mb - baseline_mb,
-        });
+    let mut sent = 0;
+    for milestone in milestones(plan.backlog) {
+        sent += send(&target, &fixture, &org, milestone - sent, plan, &bar).await?;
+        if subscriber == Subscriber::KeepsUp {
+            delivered(sink, sent).await?;
+        }
+        points.push((sent, server.resident_mb()));
     }
-    let accepted_per_s = queued as f64 / started.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    drop(server);
-
-    let (server, serving) = ServerProcess::start(dir, env, false)?;
-    let restart_resident_mb = server.resident_mb();
-    actix_web::rt::time::sleep(Duration::from_secs(5)).await;
-    Ok(BacklogResult {
+    Ok(Curve {
         baseline_mb,
         points,
-        accepted_per_s,
-        restart_serving_after_ms: serving.as_millis(),
-        restart_resident_mb,
-        restart_resident_after_5s_mb: server.resident_mb(),
     })
 }
 
-/// Creates `count` tasks in the organization whose endpoint hangs; answers
-/// how many were accepted.
-async fn queue(
+/// Waits (a while) until the sink has received `count` deliveries.
+async fn delivered(sink: &SinkState, count: usize) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sink.received() < count {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the control's subscriber received {} of {count} deliveries",
+                sink.received()
+            ));
+        }
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// Creates `count` tasks in `org` at the plan's rate; answers how many were
+/// accepted (all, or an error).
+async fn send(
     target: &Target,
     fixture: &Arc<Fixture>,
+    org: &str,
     count: usize,
-    concurrency: usize,
-    client_threads: usize,
+    plan: Plan,
     bar: &ProgressBar,
 ) -> Result<usize, String> {
     let next = Arc::new(AtomicUsize::new(0));
-    let (fixture, bar) = (fixture.clone(), bar.clone());
-    let accepted = on_client_threads(target, concurrency, client_threads, move |target, share| {
-        let (fixture, next, bar) = (fixture.clone(), next.clone(), bar.clone());
-        async move {
-            let loops = (0..share).map(|_| async {
-                let mut accepted = 0;
-                while next.fetch_add(1, Ordering::Relaxed) < count {
-                    let body = json!({"title": "queued for an endpoint that never answers"});
-                    let path = format!("/organizations/{}/tasks", fixture.hanging_org);
-                    let result = target
-                        .call(Method::POST, &path, &fixture.owner_token, Some(&body))
-                        .await;
-                    if matches!(result, Ok((201, _, _))) {
-                        accepted += 1;
+    let started = Instant::now();
+    let (fixture, bar, path) = (
+        fixture.clone(),
+        bar.clone(),
+        format!("/organizations/{org}/tasks"),
+    );
+    let accepted = on_client_threads(
+        target,
+        plan.concurrency,
+        plan.client_threads,
+        move |target, share| {
+            let (fixture, next, bar, path) =
+                (fixture.clone(), next.clone(), bar.clone(), path.clone());
+            async move {
+                let loops = (0..share).map(|_| async {
+                    let mut accepted = 0;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= count {
+                            break;
+                        }
+                        if plan.rate > 0.0 {
+                            let due = started + Duration::from_secs_f64(i as f64 / plan.rate);
+                            actix_web::rt::time::sleep_until(due.into()).await;
+                        }
+                        let body = json!({"title": "an event for the backlog scenario"});
+                        let result = target
+                            .call(Method::POST, &path, &fixture.owner_token, Some(&body))
+                            .await;
+                        if matches!(result, Ok((201, _, _))) {
+                            accepted += 1;
+                        }
+                        bar.inc(1);
                     }
-                    bar.inc(1);
-                }
-                accepted
-            });
-            futures_util::future::join_all(loops)
-                .await
-                .into_iter()
-                .sum::<usize>()
-        }
-    })
+                    accepted
+                });
+                futures_util::future::join_all(loops)
+                    .await
+                    .into_iter()
+                    .sum::<usize>()
+            }
+        },
+    )
     .await?;
     let accepted: usize = accepted.into_iter().sum();
     if accepted < count {
@@ -200,18 +301,27 @@ async fn queue(
 /// Prints the result.
 pub fn print(result: &BacklogResult) {
     let mut rows = vec![(
-        "no backlog (MiB)".to_owned(),
-        format!("{:.1}", result.baseline_mb),
+        "no backlog (MiB; control)".to_owned(),
+        format!(
+            "{:.1}; {:.1}",
+            result.baseline_mb, result.control_baseline_mb
+        ),
     )];
     for point in &result.points {
         rows.push((
-            format!("{} queued (MiB, growth)", point.queued),
-            format!("{:.1} (+{:.1})", point.resident_mb, point.growth_mb),
+            format!(
+                "{} queued (MiB: growth, control's, backlog's)",
+                point.queued
+            ),
+            format!(
+                "{:.1}: +{:.1}, +{:.1}, {:+.1}",
+                point.resident_mb, point.growth_mb, point.control_growth_mb, point.backlog_mb
+            ),
         ));
     }
     rows.push((
-        "accepted/s while queueing".into(),
-        format!("{:.0}", result.accepted_per_s),
+        "events/s sent to both".into(),
+        format!("{:.0}", result.rate),
     ));
     rows.push((
         "restart: serving after (ms)".into(),

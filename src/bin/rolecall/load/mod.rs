@@ -41,8 +41,9 @@ pub enum Scenario {
     /// --seed-pending undelivered jobs, then times `rolecall serve` until it serves and reads its RSS.
     Startup,
     /// Queues --backlog events for an endpoint that never answers (after --events deliveries
-    /// that warm the page cache), reading the server's RSS as the backlog grows; then restarts
-    /// the server on that backlog and times it until it serves.
+    /// that warm the page cache), reading the server's RSS as the backlog grows, against a
+    /// control server sent the same events for a subscriber that keeps up (at --rate, default
+    /// 5000/s here); restarts the server on its backlog and times it until it serves.
     Backlog,
     /// Every scenario but startup, in that order.
     All,
@@ -250,10 +251,9 @@ fn run_startup(args: &LoadArgs) -> Result<Value, String> {
 }
 
 fn run_backlog(args: &LoadArgs) -> Result<Value, String> {
-    let dir = std::env::temp_dir().join(format!(
-        "rolecall-backlog-{}",
-        rolecall::ids::new_v7().simple()
-    ));
+    let tag = rolecall::ids::new_v7().simple().to_string();
+    let dir = std::env::temp_dir().join(format!("rolecall-backlog-{tag}"));
+    let control_dir = std::env::temp_dir().join(format!("rolecall-backlog-control-{tag}"));
     let admin = new_token().expose().to_owned();
     let env = server_env(&admin);
     let result = actix_web::rt::System::new().block_on(async {
@@ -262,18 +262,21 @@ fn run_backlog(args: &LoadArgs) -> Result<Value, String> {
             sink::start(sink.clone(), Duration::from_secs(30)).map_err(|e| e.to_string())?;
         let server = backlog::Server {
             dir: &dir,
+            control_dir: &control_dir,
             env: &env,
             admin: &admin,
         };
         let plan = backlog::Plan {
             backlog: args.backlog,
             warmup: args.events,
+            rate: if args.rate > 0.0 { args.rate } else { 5000.0 },
             concurrency: args.concurrency,
             client_threads: args.client_threads,
         };
         backlog::run(server, plan, &sink_url, &sink).await
     });
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&control_dir);
     let result = result?;
     backlog::print(&result);
     let value = json!({ "backlog": result });

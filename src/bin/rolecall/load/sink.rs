@@ -50,6 +50,14 @@ impl SinkState {
             .clone()
     }
 
+    /// How many deliveries were received so far.
+    pub fn received(&self) -> usize {
+        self.receipts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// Deliveries whose signature did not verify.
     pub fn bad_signatures(&self) -> u64 {
         *self
