@@ -1,21 +1,50 @@
 #!/usr/bin/env bash
 # Installs what CI needs beyond the Rust toolchain and Python, unless it is
 # already there: Debian's Chromium and its WebDriver for the dashboard browser
-# test (tests/api/dashboard_browser.rs), and iproute2 for the network
-# namespace that .ci/schemathesis.sh fuzzes in.
+# test (tests/api/dashboard_browser.rs), iproute2 for the network namespace
+# that .ci/schemathesis.sh fuzzes in, and PostgreSQL for the tests of the
+# PostgreSQL engine. Then starts PostgreSQL and creates the role the tests
+# use (ROLECALL_TEST_POSTGRES_URL in .ci/run), which may create databases:
+# each test makes its own.
 set -euo pipefail
 missing=()
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 [[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v unshare >/dev/null || missing+=(util-linux)
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
-fi
+command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 if [[ "$(id -u)" -ne 0 ]]; then
   SUDO="sudo"
 fi
-$SUDO apt-get update
-$SUDO apt-get install -y "${missing[@]}"
+if [[ ${#missing[@]} -gt 0 ]]; then
+  $SUDO apt-get update
+  $SUDO apt-get install -y "${missing[@]}"
+fi
+
+# The newest installed PostgreSQL, its cluster created if the package did not.
+version=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
+if ! pg_lsclusters -h | awk '{print $1" "$2}' | grep -qx "$version main"; then
+  $SUDO pg_createcluster "$version" main
+fi
+if ! pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" {print $4}' | grep -qx online; then
+  $SUDO pg_ctlcluster "$version" main start
+fi
+for _ in $(seq 1 30); do
+  pg_isready -q -h 127.0.0.1 && break
+  sleep 1
+done
+as_postgres() {
+  if [[ "$(id -u)" -eq 0 ]]; then
+    runuser -u postgres -- "$@"
+  else
+    sudo -u postgres "$@"
+  fi
+}
+as_postgres psql -q -v ON_ERROR_STOP=1 -c "
+  DO \$\$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'rolecall') THEN
+      CREATE ROLE rolecall LOGIN CREATEDB PASSWORD 'rolecall';
+    END IF;
+  END \$\$;"

@@ -199,7 +199,9 @@ mod tests {
 
     impl Deliveries for Witness {
         fn enqueue(&self, jobs: Vec<Job>) {
-            let Store::Sled(sled) = &self.store;
+            let Store::Sled(sled) = &self.store else {
+                panic!("this test runs on sled")
+            };
             let stored = sled
                 .outbox_after(self.org, None, usize::MAX)
                 .unwrap_or_default();

@@ -86,10 +86,31 @@ impl ServerConfig {
     }
 }
 
+/// Which storage engine serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// sled, embedded: one process, nothing else to run.
+    Sled,
+    /// PostgreSQL at `storage.postgres_url`.
+    Postgres,
+}
+
 /// `[storage]`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
+    /// The engine.
+    pub backend: Backend,
+    /// The PostgreSQL database, with `backend = "postgres"`.
+    #[serde(deserialize_with = "secret")]
+    pub postgres_url: Secret,
+    /// Connections to it per node.
+    pub postgres_pool: usize,
+    /// Longest wait to connect to it, in milliseconds.
+    pub postgres_connect_timeout_ms: u64,
+    /// Longest a statement may run, in milliseconds.
+    pub postgres_statement_timeout_ms: u64,
     /// Database and admin-token directory.
     pub data_dir: PathBuf,
     /// Page-cache size of the database, in MiB.
@@ -144,6 +165,24 @@ impl StorageConfig {
             }
         };
         Ok(Some(crate::secrets::SealingKey::parse(&text)?))
+    }
+
+    /// How to reach PostgreSQL; an error when the URL is missing.
+    pub fn postgres(&self) -> Result<crate::storage::postgres::Settings, String> {
+        let url = self.postgres_url.expose();
+        if url.trim().is_empty() {
+            return Err(
+                "storage.backend is \"postgres\" and storage.postgres_url is empty: set it \
+                 (ROLECALL_STORAGE__POSTGRES_URL), e.g. postgres://rolecall@db.internal/rolecall"
+                    .into(),
+            );
+        }
+        Ok(crate::storage::postgres::Settings {
+            url: url.to_owned(),
+            pool: self.postgres_pool.max(1),
+            connect_timeout: Duration::from_millis(self.postgres_connect_timeout_ms.max(1)),
+            statement_timeout: Duration::from_millis(self.postgres_statement_timeout_ms.max(1)),
+        })
     }
 
     /// The database's performance settings.

@@ -3,6 +3,7 @@
 //! with port 0 and a temp data dir.
 
 use std::net::TcpListener;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,7 +95,20 @@ impl Application {
             .sealing_key()
             .map_err(StartupError::SecretKey)?;
         let sealed = key.is_some();
-        let store = open_when_there_is_room(&config, key).await?;
+        let store = open_when_available(&config, key).await?;
+        match &store {
+            Store::Sled(_) => {
+                tracing::info!(data_dir = %config.storage.data_dir.display(), "storage: sled, embedded")
+            }
+            Store::Postgres(_) => {
+                let settings = config.storage.postgres().map_err(StoreError::Config)?;
+                tracing::info!(
+                    database = %crate::storage::PgStore::describe(&settings),
+                    "storage: PostgreSQL, schema version {}",
+                    crate::storage::postgres::migrate::VERSION
+                );
+            }
+        }
         if sealed {
             tracing::info!(
                 "webhook secrets at rest: encrypted with storage.secret_key (XChaCha20-Poly1305)"
@@ -270,34 +284,55 @@ impl Application {
     }
 }
 
-/// How often start-up says it is still waiting for disk space.
-const WAITING_FOR_ROOM_EVERY: Duration = Duration::from_secs(30);
+/// What start-up waited for.
+enum Waited {
+    Room,
+    Database,
+}
+
+/// How often start-up says it is still waiting for the store.
+const WAITING_FOR_STORE_EVERY: Duration = Duration::from_secs(30);
 
 /// Opens the store. While the disk is too full even to open it (sled
-/// writes as it opens), start-up waits and says so, then carries on by
-/// itself once space is freed: the same promise as a running server's,
-/// which recovers without a restart. SIGTERM ends the wait.
-async fn open_when_there_is_room(
+/// writes as it opens), or PostgreSQL cannot be reached, start-up waits and
+/// says so, then carries on by itself: the same promise as a running
+/// server's, which recovers without a restart. SIGTERM ends the wait.
+async fn open_when_available(
     config: &Config,
     key: Option<SealingKey>,
 ) -> Result<Store, StartupError> {
-    let dir = &config.storage.data_dir;
+    let storage = &config.storage;
     let mut said: Option<Instant> = None;
+    let mut waited_for = None;
     loop {
-        match Store::open_sled(dir, config.storage.tuning(), key.clone()) {
+        match Store::open(storage, key.clone()).await {
             Ok(store) => {
-                if said.is_some() {
-                    tracing::info!("the disk has room again: starting");
+                match waited_for {
+                    Some(Waited::Room) => tracing::info!("the disk has room again: starting"),
+                    Some(Waited::Database) => {
+                        tracing::info!("the database answers again: starting")
+                    }
+                    None => {}
                 }
                 return Ok(store);
             }
-            Err(err) if err.is_out_of_space() => {
-                if said.is_none_or(|at| at.elapsed() >= WAITING_FOR_ROOM_EVERY) {
-                    tracing::error!(
-                        data_dir = %dir.display(),
-                        error = %crate::telemetry::cause_chain(&err),
-                        "the disk holding the data directory is full: waiting for free space to open the database"
-                    );
+            Err(err) if err.is_transient() => {
+                waited_for = Some(if err.is_out_of_space() {
+                    Waited::Room
+                } else {
+                    Waited::Database
+                });
+                if said.is_none_or(|at| at.elapsed() >= WAITING_FOR_STORE_EVERY) {
+                    let error = crate::telemetry::cause_chain(&err);
+                    if err.is_out_of_space() {
+                        tracing::error!(
+                            data_dir = %storage.data_dir.display(),
+                            error,
+                            "the disk holding the data directory is full: waiting for free space to open the database"
+                        );
+                    } else {
+                        tracing::error!(error, "the store cannot be reached: waiting for it");
+                    }
                     said = Some(Instant::now());
                 }
                 actix_web::rt::time::sleep(Duration::from_secs(1)).await;
@@ -410,6 +445,11 @@ async fn admin_token_hash(
         return Ok(hash);
     }
     let token = new_token();
+    // With PostgreSQL the data directory holds only this file.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&config.storage.data_dir)?;
     let path = config.storage.data_dir.join("admin-token");
     write_private_file(&path, &token)?;
     let stored = Commit::writes(vec![Write::AdminToken(token.digest())]);

@@ -8,9 +8,12 @@
 //! transaction. Only the commit path (`crate::commit`) calls the write
 //! operations.
 //!
-//! sled, embedded, is the one engine today (`storage/sled/`, the only code
-//! that knows sled and bincode).
+//! Two engines: sled, embedded, the default (`storage/sled/`, the only code
+//! that knows sled and bincode), and PostgreSQL for installations that
+//! outgrow one machine (`storage/postgres/`, the only code that knows SQL).
 
+pub mod postgres;
+mod sealed;
 mod sled;
 
 use std::future::Future;
@@ -27,6 +30,7 @@ use crate::domain::user::{TokenRecord, User};
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::SealingKey;
 
+pub use self::postgres::PgStore;
 pub use self::sled::{Rekeyed, SledStore, Tuning};
 
 type Cause = Box<dyn std::error::Error + Send + Sync>;
@@ -86,6 +90,12 @@ pub enum StoreError {
     /// without a key configured, or with another key.
     #[error("{0}")]
     SecretKey(String),
+    /// The storage settings cannot be used.
+    #[error("{0}")]
+    Config(String),
+    /// The database's schema is not one this build can use.
+    #[error("{0}")]
+    Schema(String),
     /// A webhook secret could not be sealed or opened.
     #[error("a webhook secret could not be sealed or opened")]
     Seal(#[from] crate::secrets::SealError),
@@ -100,6 +110,12 @@ impl StoreError {
     /// A codec failure, keeping its cause.
     pub fn codec(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
         StoreError::Codec(Box::new(cause))
+    }
+
+    /// Whether waiting cures it: a disk with no room, or a database that
+    /// cannot be reached now (unlike a corrupt file or a wrong layout).
+    pub fn is_transient(&self) -> bool {
+        self.is_out_of_space() || matches!(self, StoreError::Unavailable(_))
     }
 
     /// Whether the disk had no room: what freeing space cures, unlike a
@@ -203,9 +219,28 @@ impl LogFilter<'_> {
 pub enum Store {
     /// sled, embedded in this process.
     Sled(SledStore),
+    /// PostgreSQL, over the network.
+    Postgres(PgStore),
 }
 
 impl Store {
+    /// Opens the engine `config` names; webhook secrets are sealed with
+    /// `key` at rest when one is given.
+    pub async fn open(
+        config: &crate::config::StorageConfig,
+        key: Option<SealingKey>,
+    ) -> Result<Self, StoreError> {
+        match config.backend {
+            crate::config::Backend::Sled => {
+                Store::open_sled(&config.data_dir, config.tuning(), key)
+            }
+            crate::config::Backend::Postgres => {
+                let settings = config.postgres().map_err(StoreError::Config)?;
+                PgStore::open(&settings, key).await.map(Store::Postgres)
+            }
+        }
+    }
+
     /// Opens (creating if needed, mode 0700) the embedded database in `dir`;
     /// webhook secrets are sealed with `key` at rest when one is given.
     pub fn open_sled(
@@ -222,6 +257,7 @@ impl Store {
     pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
         match self {
             Store::Sled(store) => store.commit(writes).await,
+            Store::Postgres(store) => store.commit(writes).await,
         }
     }
 
@@ -242,6 +278,7 @@ impl Store {
     {
         match self {
             Store::Sled(store) => store.update_resource(org, id, decide),
+            Store::Postgres(store) => store.update_resource(org, id, decide).await,
         }
     }
 
@@ -253,6 +290,7 @@ impl Store {
     pub async fn append(&self, writes: &[Write]) -> Result<Durability, StoreError> {
         match self {
             Store::Sled(store) => store.append(writes),
+            Store::Postgres(store) => store.append(writes).await,
         }
     }
 
@@ -260,6 +298,7 @@ impl Store {
     pub async fn ready(&self) -> Result<(), StoreError> {
         match self {
             Store::Sled(store) => store.ready(),
+            Store::Postgres(store) => store.ready().await,
         }
     }
 
@@ -267,6 +306,7 @@ impl Store {
     pub async fn durable(&self) -> Result<(), StoreError> {
         match self {
             Store::Sled(store) => store.durable().await,
+            Store::Postgres(store) => store.durable().await,
         }
     }
 
@@ -275,6 +315,7 @@ impl Store {
     pub async fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StoreError> {
         match self {
             Store::Sled(store) => store.prune_delivery_log(org, keep).await,
+            Store::Postgres(store) => store.prune_delivery_log(org, keep).await,
         }
     }
 
@@ -283,6 +324,7 @@ impl Store {
     pub async fn trim_delivery_log(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
         match self {
             Store::Sled(store) => store.trim_delivery_log(org, count).await,
+            Store::Postgres(store) => store.trim_delivery_log(org, count).await,
         }
     }
 
@@ -290,6 +332,7 @@ impl Store {
     pub async fn load(&self) -> Result<Loaded, StoreError> {
         match self {
             Store::Sled(store) => store.load(),
+            Store::Postgres(store) => store.load().await,
         }
     }
 
@@ -303,6 +346,7 @@ impl Store {
     ) -> Result<Vec<Job>, StoreError> {
         match self {
             Store::Sled(store) => store.outbox_after(org, after, limit),
+            Store::Postgres(store) => store.outbox_after(org, after, limit).await,
         }
     }
 
@@ -311,6 +355,7 @@ impl Store {
     pub async fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
         match self {
             Store::Sled(store) => store.outbox_windows(limit),
+            Store::Postgres(store) => store.outbox_windows(limit).await,
         }
     }
 
@@ -318,6 +363,7 @@ impl Store {
     pub async fn admin_token_hash(&self) -> Result<Option<[u8; 32]>, StoreError> {
         match self {
             Store::Sled(store) => store.admin_token_hash(),
+            Store::Postgres(store) => store.admin_token_hash().await,
         }
     }
 
@@ -329,6 +375,7 @@ impl Store {
     ) -> Result<Option<T>, StoreError> {
         match self {
             Store::Sled(store) => store.resource(org, id),
+            Store::Postgres(store) => store.resource(org, id).await,
         }
     }
 
@@ -344,6 +391,7 @@ impl Store {
     ) -> Result<Page<T>, StoreError> {
         match self {
             Store::Sled(store) => store.resource_page(org, before, limit, parent),
+            Store::Postgres(store) => store.resource_page(org, before, limit, parent).await,
         }
     }
 
@@ -358,6 +406,7 @@ impl Store {
     ) -> Result<Page<AuditRecord>, StoreError> {
         match self {
             Store::Sled(store) => store.audit_page(org, before, limit, action),
+            Store::Postgres(store) => store.audit_page(org, before, limit, action).await,
         }
     }
 
@@ -372,6 +421,7 @@ impl Store {
     ) -> Result<Page<LogRecord>, StoreError> {
         match self {
             Store::Sled(store) => store.delivery_log_page(org, before, limit, filter),
+            Store::Postgres(store) => store.delivery_log_page(org, before, limit, filter).await,
         }
     }
 
@@ -393,6 +443,7 @@ impl Store {
     pub async fn outbox_len(&self) -> Result<usize, StoreError> {
         match self {
             Store::Sled(store) => store.outbox_len().await,
+            Store::Postgres(store) => store.outbox_len().await,
         }
     }
 
@@ -400,6 +451,7 @@ impl Store {
     pub async fn size_on_disk(&self) -> Result<u64, StoreError> {
         match self {
             Store::Sled(store) => store.size_on_disk(),
+            Store::Postgres(store) => store.size_on_disk().await,
         }
     }
 
@@ -409,6 +461,10 @@ impl Store {
     pub async fn close(self) -> Result<(), StoreError> {
         match self {
             Store::Sled(store) => store.close(),
+            Store::Postgres(store) => {
+                store.close();
+                Ok(())
+            }
         }
     }
 }

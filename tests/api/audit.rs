@@ -91,7 +91,7 @@ async fn audit_page(app: &TestApp, org: &Org, query: &str) -> Value {
         .json()
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn every_mutation_is_recorded_exactly_once_with_rest_representations() {
     let app = spawn_app().await;
     let (owner_id, owner_token) = app.user("audit-owner@example.test").await;
@@ -440,8 +440,9 @@ async fn every_mutation_is_recorded_exactly_once_with_rest_representations() {
         );
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn request_ids_are_echoed_and_unacceptable_ones_replaced() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -519,8 +520,9 @@ async fn request_ids_are_echoed_and_unacceptable_ones_replaced() {
         ]
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn action_filter_keeps_only_that_action_newest_first() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -550,6 +552,7 @@ async fn action_filter_keeps_only_that_action_newest_first() {
     assert_eq!(all.len(), 5);
     assert_eq!(all[4]["action"], json!("organization.created"));
 }
+}
 
 /// Pages `query` with `limit=2` to the end; returns the pages' item lists.
 async fn pages_of(app: &TestApp, org: &Org, filter: &str) -> Vec<Vec<Value>> {
@@ -574,7 +577,7 @@ async fn pages_of(app: &TestApp, org: &Org, filter: &str) -> Vec<Vec<Value>> {
     pages
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn limit_and_cursor_page_without_overlap_or_gaps() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -616,8 +619,9 @@ async fn limit_and_cursor_page_without_overlap_or_gaps() {
     let second = audit_page(&app, &org, &format!("?limit=2&cursor={cursor}")).await;
     assert_eq!(second["items"], json!(all[2..4]));
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn bogus_cursor_is_a_validation_failure() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -637,8 +641,9 @@ async fn bogus_cursor_is_a_validation_failure() {
         assert_eq!(body["field"], json!("cursor"), "cursor {cursor}");
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn refused_requests_append_nothing() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -814,8 +819,9 @@ async fn refused_requests_append_nothing() {
         "the pro org's audit log changed"
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn noop_patches_answer_200_and_append_nothing() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -872,8 +878,9 @@ async fn noop_patches_answer_200_and_append_nothing() {
         "no-op PATCHes wrote audit records"
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn audit_log_needs_settings_read() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -921,4 +928,5 @@ async fn audit_log_needs_settings_read() {
     app.call(Method::GET, &path, None, None)
         .await
         .problem(401, "UNAUTHENTICATED");
+}
 }

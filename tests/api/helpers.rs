@@ -120,6 +120,8 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
         ("ROLECALL_ADMIN__TOKEN", ADMIN),
         ("ROLECALL_LOG__LEVEL", "warn"),
     ];
+    let engine = crate::engines::Engine::current().env_for(data_dir.path());
+    all.extend(engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     all.extend_from_slice(overrides);
     let config = Config::with_overrides(&all).expect("config");
     let app = Application::build(config).await.expect("server starts");
@@ -505,6 +507,7 @@ pub fn refused_start(data_dir: &std::path::Path, env: &[(&str, &str)]) -> String
         .env("ROLECALL_SERVER__LISTEN", "127.0.0.1:0")
         .env("ROLECALL_STORAGE__DATA_DIR", data_dir)
         .env("ROLECALL_ADMIN__TOKEN", ADMIN)
+        .envs(crate::engines::Engine::current().env_for(data_dir))
         .envs(env.iter().copied())
         .output()
         .expect("the binary runs");
@@ -539,6 +542,7 @@ pub fn launch_binary(data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> 
         .env("ROLECALL_STORAGE__DATA_DIR", data_dir)
         .env("ROLECALL_ADMIN__TOKEN", ADMIN)
         .env("ROLECALL_LOG__FORMAT", "json")
+        .envs(crate::engines::Engine::current().env_for(data_dir))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (key, value) in extra_env {

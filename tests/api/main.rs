@@ -2,6 +2,8 @@
 //! temp data dir, spoken to over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[macro_use]
+mod engines;
 mod helpers;
 mod pki;
 mod receiver;
@@ -22,6 +24,7 @@ mod load_tool;
 mod members;
 mod observability;
 mod openapi;
+mod postgres;
 mod receiver_example;
 mod resources_access;
 mod resources_bad_input;

@@ -123,7 +123,7 @@ fn assert_forbidden(reply: &Reply, key: &str) {
     assert_eq!(body["missing_permission"], json!(key), "body: {body}");
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn member_list_needs_team_read_and_is_ordered_by_user_id() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -168,8 +168,9 @@ async fn member_list_needs_team_read_and_is_ordered_by_user_id() {
     // The owner sees the same list.
     assert_eq!(members(&app, &org).await, items);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn member_reads_own_membership_but_not_others_without_team_read() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -232,8 +233,9 @@ async fn member_reads_own_membership_but_not_others_without_team_read() {
         "Owner",
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn permission_filter_lists_only_holders_and_always_the_owner() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -374,8 +376,9 @@ async fn permission_filter_lists_only_holders_and_always_the_owner() {
         .await;
     assert_forbidden(&refused, "org:team:read");
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn invite_by_user_id_and_by_email_case_insensitively() {
     let app = spawn_app().await;
     let org = app.org("pro").await;
@@ -454,8 +457,9 @@ async fn invite_by_user_id_and_by_email_case_insensitively() {
     assert_eq!(added[1]["target_id"], json!(first_id));
     assert_eq!(added[1]["actor_user_id"], json!(org.owner_id));
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn invite_validates_body_then_user_then_role() {
     let app = spawn_app().await;
     let org = app.org("pro").await;
@@ -512,8 +516,9 @@ async fn invite_validates_body_then_user_then_role() {
     assert_eq!(members(&app, &org).await, before);
     assert_eq!(app.audit(&org).await.len(), audit_before);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn invite_needs_team_invite_before_the_user_is_looked_up() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -551,8 +556,9 @@ async fn invite_needs_team_invite_before_the_user_is_looked_up() {
     .await
     .problem(404, "NOT_FOUND");
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn inviting_an_existing_member_conflicts() {
     let app = spawn_app().await;
     let org = app.org("pro").await;
@@ -580,8 +586,9 @@ async fn inviting_an_existing_member_conflicts() {
     assert_eq!(members(&app, &org).await, before);
     assert_eq!(app.audit(&org).await.len(), audit_before);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn changing_a_role_needs_team_manage() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -671,8 +678,9 @@ async fn changing_a_role_needs_team_manage() {
     .problem(422, "UNKNOWN_ROLE");
     assert_eq!(membership(&app, &org, &target_id).await, changed);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_non_owner_manager_cannot_promote_to_or_act_above_themself() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -741,8 +749,9 @@ async fn a_non_owner_manager_cannot_promote_to_or_act_above_themself() {
         sorted(vec![org.owner_id.clone(), plain_id.clone()])
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn members_may_leave_but_removing_others_needs_team_manage() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -809,8 +818,9 @@ async fn members_may_leave_but_removing_others_needs_team_manage() {
         sorted(vec![org.owner_id.clone(), plain_id.clone()])
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn the_only_owner_cannot_be_demoted_or_removed() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -846,8 +856,9 @@ async fn the_only_owner_cannot_be_demoted_or_removed() {
     let me = app.get("/me", &plain_token).await.expect(200).json();
     assert_eq!(me["memberships"][0]["role_name"], json!("Member"));
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn with_two_owners_one_may_go_but_not_the_last() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -914,6 +925,7 @@ async fn with_two_owners_one_may_go_but_not_the_last() {
     assert_eq!(user_ids(&left), vec![org.owner_id.clone()]);
     assert_eq!(left[0]["role_id"], json!(org.owner_role));
 }
+}
 
 /// Every distinct ASCII-case spelling of `word`, up to `n`.
 fn case_variants(word: &str, n: usize) -> Vec<String> {
@@ -947,7 +959,7 @@ fn case_variants(word: &str, n: usize) -> Vec<String> {
     out
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn concurrent_creates_of_one_role_name_make_exactly_one_role() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -999,8 +1011,9 @@ async fn concurrent_creates_of_one_role_name_make_exactly_one_role() {
         .count();
     assert_eq!(created_records, 1);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn concurrent_demotions_never_leave_an_org_without_an_owner() {
     // Accepted answers: 200 (a demotion, or a no-op of an already-demoted
     // owner), 400 MUST_HAVE_OWNER (the other owner is already gone), and
@@ -1076,4 +1089,5 @@ async fn concurrent_demotions_never_leave_an_org_without_an_owner() {
             .await
             .expect(200);
     }
+}
 }

@@ -238,7 +238,7 @@ fn id_of(value: &Value) -> String {
     value["id"].as_str().expect("an id").to_owned()
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn every_event_id_fires_once_per_operation_with_the_get_representation() {
     let app = spawn_serial_app().await;
     let org = app.org("enterprise").await;
@@ -615,6 +615,7 @@ async fn every_event_id_fires_once_per_operation_with_the_get_representation() {
     assert!(missing.is_empty(), "event ids never observed: {missing:?}");
     assert_eq!(hub.covered, expected, "exactly the 22 ids were observed");
 }
+}
 
 /// One request that must be refused, and nothing else.
 struct Refusal<'a> {
@@ -628,7 +629,7 @@ struct Refusal<'a> {
     missing: Option<&'a str>,
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn refused_requests_and_no_op_writes_fire_nothing() {
     let app = spawn_serial_app().await;
     let org = app.org("enterprise").await;
@@ -1481,4 +1482,5 @@ async fn refused_requests_and_no_op_writes_fire_nothing() {
     )
     .await;
     hub.quiet("after the sentinel").await;
+}
 }

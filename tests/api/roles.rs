@@ -208,7 +208,7 @@ fn encode(value: &str) -> String {
 // 1. Built-in roles, list order, representation, Get, member_count
 // ---------------------------------------------------------------------------
 
-#[actix_web::test]
+on_both_engines! {
 async fn every_new_org_has_owner_and_member_with_contract_flags_and_keys() {
     let app = spawn_app().await;
     let mut seen_ids = BTreeSet::new();
@@ -259,8 +259,9 @@ async fn every_new_org_has_owner_and_member_with_contract_flags_and_keys() {
     // Six distinct role rows across three organizations.
     assert_eq!(seen_ids.len(), 6);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn role_list_is_owner_member_then_custom_roles_by_case_insensitive_name() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -331,8 +332,9 @@ async fn role_list_is_owner_member_then_custom_roles_by_case_insensitive_name() 
         .json();
     assert_eq!(names(&second), ["aardvark", "Alpha", "beta"]);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn role_representation_has_exactly_the_contract_fields() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -424,6 +426,7 @@ async fn role_representation_has_exactly_the_contract_fields() {
         json!(["org:billing:read", "org:tasks:read"])
     );
 }
+}
 
 /// The version nibble of a hyphenated UUID, when `text` is one.
 fn uuid_version(text: &str) -> Option<u32> {
@@ -435,7 +438,7 @@ fn uuid_version(text: &str) -> Option<u32> {
     groups[2].chars().next().and_then(|c| c.to_digit(16))
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn get_role_of_another_org_or_unknown_id_is_404() {
     let app = spawn_app().await;
     let a = app.org("enterprise").await;
@@ -471,8 +474,9 @@ async fn get_role_of_another_org_or_unknown_id_is_404() {
     // B's owner sees it.
     get_role(&app, &b, &custom_b).await.expect(200);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn member_count_follows_memberships() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -521,12 +525,13 @@ async fn member_count_follows_memberships() {
     assert_eq!(count(role.clone()).await, json!(0));
     assert_eq!(count(org.member_role.clone()).await, json!(2));
 }
+}
 
 // ---------------------------------------------------------------------------
 // 2. Role rules
 // ---------------------------------------------------------------------------
 
-#[actix_web::test]
+on_both_engines! {
 async fn create_role_answers_201_with_etag_and_the_stored_representation() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -554,8 +559,9 @@ async fn create_role_answers_201_with_etag_and_the_stored_representation() {
         assert_strong_etag(&get_role(&app, &org, role).await.expect(200).header("etag"));
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn role_writes_need_the_enterprise_plan() {
     let app = spawn_app().await;
     for plan in ["free", "pro"] {
@@ -626,8 +632,9 @@ async fn role_writes_need_the_enterprise_plan() {
             .expect(200);
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn role_names_conflict_case_insensitively() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -695,8 +702,9 @@ async fn role_names_conflict_case_insensitively() {
     app.role(&other, "reviewers", &[]).await;
     app.role(&other, "ärzte", &[]).await;
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn owner_role_is_immutable_and_member_role_is_not_deletable() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -786,8 +794,9 @@ async fn owner_role_is_immutable_and_member_role_is_not_deletable() {
         .json();
     assert_eq!(names(&list), ["Owner", "Member"]);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn deleting_a_role_with_members_is_role_in_use() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -832,8 +841,9 @@ async fn deleting_a_role_with_members_is_role_in_use() {
         .json();
     assert_eq!(names(&list), ["Owner", "Member"]);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn role_writes_need_settings_manage() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -893,8 +903,9 @@ async fn role_writes_need_settings_manage() {
         ["Owner", "Member", "Custom", "Settings reader"]
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn unknown_permission_keys_are_listed() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -939,8 +950,9 @@ async fn unknown_permission_keys_are_listed() {
     assert_eq!(names(&list), ["Owner", "Member"]);
     assert_eq!(list["items"][1]["permissions"], member_keys());
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn an_admin_cannot_grant_keys_they_lack() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1068,8 +1080,9 @@ async fn an_admin_cannot_grant_keys_they_lack() {
     .await
     .expect(200);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn assigning_a_role_with_unheld_keys_is_escalation() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1144,8 +1157,9 @@ async fn assigning_a_role_with_unheld_keys_is_escalation() {
         .await
         .expect(200);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn only_an_owner_can_make_someone_an_owner() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1214,8 +1228,9 @@ async fn only_an_owner_can_make_someone_an_owner() {
         .json();
     assert_eq!(owner_role["member_count"], json!(3));
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn copy_permissions_from_member_gives_its_41_keys() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1300,8 +1315,9 @@ async fn copy_permissions_from_member_gives_its_41_keys() {
         ]
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn if_match_guards_role_patch_and_delete() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1454,12 +1470,13 @@ async fn if_match_guards_role_patch_and_delete() {
     .expect(200);
     assert_ne!(reply.header("etag"), tm);
 }
+}
 
 // ---------------------------------------------------------------------------
 // 3. Changes take effect on the very next request
 // ---------------------------------------------------------------------------
 
-#[actix_web::test]
+on_both_engines! {
 async fn member_role_changes_apply_to_every_holder_on_the_next_request() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1546,8 +1563,9 @@ async fn member_role_changes_apply_to_every_holder_on_the_next_request() {
         .problem(403, "FORBIDDEN");
     assert_eq!(body["missing_permission"], json!("org:team:read"));
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_revoked_token_fails_on_the_very_next_request() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1582,12 +1600,13 @@ async fn a_revoked_token_fails_on_the_very_next_request() {
     // The user's other token still works.
     app.get("/me", &other_token).await.expect(200);
 }
+}
 
 // ---------------------------------------------------------------------------
 // 4. Downgrade and upgrade
 // ---------------------------------------------------------------------------
 
-#[actix_web::test]
+on_both_engines! {
 async fn downgrade_keeps_custom_roles_assignable_and_in_force_but_read_only() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1732,12 +1751,13 @@ async fn downgrade_keeps_custom_roles_assignable_and_in_force_but_read_only() {
         .json();
     assert_eq!(membership["role_name"], json!("Renamed"));
 }
+}
 
 // ---------------------------------------------------------------------------
 // GET /roles/{id}/members
 // ---------------------------------------------------------------------------
 
-#[actix_web::test]
+on_both_engines! {
 async fn role_members_lists_exactly_the_roles_members() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1867,8 +1887,9 @@ async fn role_members_lists_exactly_the_roles_members() {
     expected.sort();
     assert_eq!(user_ids(&list), expected);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn the_role_list_shows_every_membership_and_deletion_at_once() {
     let app = spawn_app().await;
     let org = app.org("enterprise").await;
@@ -1907,4 +1928,5 @@ async fn the_role_list_shows_every_membership_and_deletion_at_once() {
         .json();
     assert_eq!(count_of(&list, &ops), None);
     assert_eq!(names(&list), ["Owner", "Member"]);
+}
 }

@@ -296,7 +296,7 @@ async fn bounded<F: std::future::Future<Output = ()>>(limit: Duration, test: F) 
     }
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn sigkill_mid_backlog_loses_no_acknowledged_event() {
     bounded(Duration::from_secs(60), async {
         const EVENTS: usize = 500;
@@ -344,8 +344,9 @@ async fn sigkill_mid_backlog_loses_no_acknowledged_event() {
     })
     .await;
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn sigterm_lets_attempts_finish_exits_0_and_loses_nothing() {
     bounded(Duration::from_secs(60), async {
         const EVENTS: usize = 40;
@@ -446,4 +447,5 @@ async fn sigterm_lets_attempts_finish_exits_0_and_loses_nothing() {
         assert_all_delivered(&receiver, &acknowledged, Duration::from_secs(30)).await;
     })
     .await;
+}
 }

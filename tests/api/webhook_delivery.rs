@@ -274,7 +274,7 @@ where
 // Tests.
 // ---------------------------------------------------------------------------
 
-#[actix_web::test]
+on_both_engines! {
 async fn the_test_verifier_matches_known_vectors() {
     // RFC 4231 test case 2 (key "Jefe") for the hex HMAC-SHA256.
     assert_eq!(
@@ -292,15 +292,17 @@ async fn the_test_verifier_matches_known_vectors() {
         "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn webhook_timing_defaults_are_8000_ms_and_2000_ms() {
     let config = rolecall::config::Config::with_overrides(&[]).expect("defaults load");
     assert_eq!(config.webhooks.attempt_timeout_ms, 8000);
     assert_eq!(config.webhooks.retry_delay_ms, 2000);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn member_events_arrive_with_exact_headers_signatures_and_envelope() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -382,8 +384,9 @@ async fn member_events_arrive_with_exact_headers_signatures_and_envelope() {
         assert_eq!(of_event(&receiver, event).len(), 1, "one {event} POST");
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_slow_subscriber_does_not_delay_the_triggering_request() {
     // A long attempt timeout, so a delivery made on the request's path would
     // hold the request for the subscriber's whole 3 s sleep.
@@ -417,8 +420,9 @@ async fn a_slow_subscriber_does_not_delay_the_triggering_request() {
     let envelope = assert_delivery(&delivered, "member.added", 1, &secret);
     assert_eq!(envelope["data"], membership(&app, &org, &user).await);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn an_unsubscribed_event_is_logged_as_skipped_and_not_posted() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -502,8 +506,9 @@ async fn an_unsubscribed_event_is_logged_as_skipped_and_not_posted() {
     assert_eq!(only_skipped.len(), 1);
     assert_eq!(only_skipped[0]["id"], skipped["id"]);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn without_an_endpoint_nothing_is_recorded() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -566,8 +571,9 @@ async fn without_an_endpoint_nothing_is_recorded() {
         "only the events after setup are recorded"
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn rotation_kills_the_old_secret_even_for_the_retry_of_an_older_event() {
     // The retry waits 1.5 s, so the rotation surely answers before it starts.
     let mut config = WEBHOOK_TEST_CONFIG.to_vec();
@@ -681,8 +687,9 @@ async fn rotation_kills_the_old_secret_even_for_the_retry_of_an_older_event() {
     assert_delivery(&fresh, "member.added", 1, &new);
     assert_eq!(verifies_with(&fresh, &old), (false, false));
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn rotate_without_an_endpoint_is_404() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let org = app.org("enterprise").await;
@@ -705,4 +712,5 @@ async fn rotate_without_an_endpoint_is_404() {
             .all(|r| r["action"] != json!("webhook.rotated")),
         "a refused rotation is not audited"
     );
+}
 }

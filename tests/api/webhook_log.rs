@@ -165,7 +165,7 @@ async fn scenario() -> Scenario {
     }
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn every_attempt_and_skipped_event_is_logged_with_the_documented_shape() {
     let Scenario {
         records, received, ..
@@ -265,8 +265,9 @@ async fn every_attempt_and_skipped_event_is_logged_with_the_documented_shape() {
     deliveries.dedup();
     assert_eq!(deliveries.len(), 5, "one delivery id per event");
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn the_log_filters_by_event_and_outcome() {
     let Scenario {
         app, org, records, ..
@@ -316,8 +317,9 @@ async fn the_log_filters_by_event_and_outcome() {
         .await
         .problem(400, "UNKNOWN_EVENT");
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn the_log_pages_newest_first_with_cursors() {
     let Scenario {
         app, org, records, ..
@@ -409,8 +411,9 @@ async fn the_log_pages_newest_first_with_cursors() {
         .problem(400, "VALIDATION_FAILED");
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn reading_the_log_needs_settings_read() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -437,8 +440,9 @@ async fn reading_the_log_needs_settings_read() {
         .await
         .problem(401, "UNAUTHENTICATED");
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn the_log_keeps_only_the_newest_records_per_retention() {
     let app = spawn_app_with(&config(&[("ROLECALL_WEBHOOKS__LOG_RETENTION", "5")])).await;
     let receiver = TestReceiver::start().await;
@@ -493,8 +497,9 @@ async fn the_log_keeps_only_the_newest_records_per_retention() {
     actix_web::rt::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(ids(&app.deliveries(&org, "").await), ids(&kept));
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn deleting_the_endpoint_drops_a_pending_retry() {
     let app = spawn_app_with(&config(&[("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "1500")])).await;
     let receiver = TestReceiver::start().await;
@@ -547,8 +552,9 @@ async fn deleting_the_endpoint_drops_a_pending_retry() {
         2
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn deleting_the_endpoint_drops_attempts_waiting_in_the_queue() {
     let app = spawn_app_with(&config(&[
         ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "3000"),
@@ -602,8 +608,9 @@ async fn deleting_the_endpoint_drops_attempts_waiting_in_the_queue() {
         "dropped deliveries never reach the receiver"
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn redeliver_sends_the_same_envelope_as_a_new_delivery() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -696,8 +703,9 @@ async fn redeliver_sends_the_same_envelope_as_a_new_delivery() {
         signature(&new_secret, &third.body)
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn redeliver_needs_settings_manage_and_a_known_delivery() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -763,4 +771,5 @@ async fn redeliver_needs_settings_manage_and_a_known_delivery() {
     // None of these sent anything.
     actix_web::rt::time::sleep(QUIET).await;
     assert_eq!(receiver.received().len(), 2);
+}
 }

@@ -119,7 +119,7 @@ async fn fails_twice(
     (received[1..].to_vec(), records)
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_failure_then_a_success_makes_exactly_two_attempts() {
     let (app, org, receiver) = setup().await;
     receiver.script(vec![Behavior::status(500), Behavior::ok()]);
@@ -149,8 +149,9 @@ async fn a_failure_then_a_success_makes_exactly_two_attempts() {
     );
     assert_eq!(logged(&app, &org, &delivery, 2).await.len(), 2);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn two_failures_make_exactly_two_attempts_both_logged_failed() {
     let (app, org, receiver) = setup().await;
     let (_, records) = fails_twice(&app, &org, &receiver, Behavior::status(500)).await;
@@ -159,8 +160,9 @@ async fn two_failures_make_exactly_two_attempts_both_logged_failed() {
         assert_eq!(record["response_body"], json!("answer 500"));
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_timeout_is_a_failure_and_is_retried() {
     let (app, org, receiver) = setup().await;
     let (received, records) = fails_twice(
@@ -184,8 +186,9 @@ async fn a_timeout_is_a_failure_and_is_retried() {
         );
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_404_is_a_failure_and_is_retried() {
     let (app, org, receiver) = setup().await;
     let (_, records) = fails_twice(&app, &org, &receiver, Behavior::status(404)).await;
@@ -195,8 +198,9 @@ async fn a_404_is_a_failure_and_is_retried() {
         assert!(record["latency_ms"].as_u64().unwrap() < 2000);
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_503_is_a_failure_and_is_retried() {
     let (app, org, receiver) = setup().await;
     let (_, records) = fails_twice(&app, &org, &receiver, Behavior::status(503)).await;
@@ -206,8 +210,9 @@ async fn a_503_is_a_failure_and_is_retried() {
         assert!(record["latency_ms"].as_u64().unwrap() < 2000);
     }
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_redirect_is_a_failure_and_is_not_followed() {
     let (app, org, receiver) = setup().await;
     let elsewhere = TestReceiver::start().await;
@@ -227,8 +232,9 @@ async fn a_redirect_is_a_failure_and_is_not_followed() {
         elsewhere.received()
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_refused_connection_fails_the_test_and_is_logged() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let org = app.org("enterprise").await;
@@ -300,8 +306,9 @@ async fn a_refused_connection_fails_the_test_and_is_logged() {
         .await
         .problem(404, "NOT_FOUND");
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_refused_connection_at_delivery_time_is_a_failure_and_is_retried() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let org = app.org("enterprise").await;
@@ -352,8 +359,9 @@ async fn a_refused_connection_at_delivery_time_is_a_failure_and_is_retried() {
         "no third attempt"
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_large_response_body_is_logged_as_its_first_4096_bytes() {
     let (app, org, receiver) = setup().await;
     let body: String = (0..10 * 1024)
@@ -378,8 +386,9 @@ async fn a_large_response_body_is_logged_as_its_first_4096_bytes() {
     assert_eq!(logged_body.len(), 4096, "at most 4096 bytes are logged");
     assert_eq!(logged_body, &body[..4096], "the first 4096 bytes");
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn an_endless_response_body_does_not_hold_the_attempt_past_its_timeout() {
     let (app, org, receiver) = setup().await;
     let (_, records) = fails_twice(&app, &org, &receiver, Behavior::EndlessBody).await;
@@ -393,4 +402,5 @@ async fn an_endless_response_body_does_not_hold_the_attempt_past_its_timeout() {
             assert!(body.len() <= 4096);
         }
     }
+}
 }

@@ -58,7 +58,7 @@ fn assert_failed_test(answer: &Value) {
     assert!(!error.trim().is_empty(), "a failed test says why: {answer}");
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_passed_test_reveals_the_secret_and_put_saves_it() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -154,8 +154,9 @@ async fn a_passed_test_reveals_the_secret_and_put_saves_it() {
     let added = wait_event(&receiver, "member.added").await;
     assert_delivery(&added, "member.added", 1, &secret);
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn put_without_a_passed_unused_test_of_this_org_is_409() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -218,8 +219,9 @@ async fn put_without_a_passed_unused_test_of_this_org_is_409() {
     assert_eq!(still, saved, "a refused PUT changes nothing");
     // Expired test ids (> 15 minutes) are not tested: see the module docs.
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn failing_tests_reveal_no_secret_and_report_why() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -292,8 +294,9 @@ async fn failing_tests_reveal_no_secret_and_report_why() {
     assert_eq!(records[1]["response_code"], Value::Null);
     assert_eq!(records[2]["response_code"], json!(500));
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_test_on_a_configured_endpoint_uses_and_keeps_the_current_secret() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let first = TestReceiver::start().await;
@@ -356,8 +359,9 @@ async fn a_test_on_a_configured_endpoint_uses_and_keeps_the_current_secret() {
         "the old URL gets nothing"
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn test_validates_events_and_url() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -401,8 +405,9 @@ async fn test_validates_events_and_url() {
     }
     assert!(receiver.received().is_empty());
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn webhook_permissions_are_enforced() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -487,8 +492,9 @@ async fn webhook_permissions_are_enforced() {
         manage,
     );
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn webhook_changes_are_audited_without_secrets() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -579,4 +585,5 @@ async fn webhook_changes_are_audited_without_secrets() {
     assert_eq!(rotated["after"], rotated_view);
     assert_eq!(deleted["before"], rotated_view);
     assert_eq!(deleted["after"], Value::Null);
+}
 }

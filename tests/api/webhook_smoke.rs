@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::helpers::{spawn_app_with, WEBHOOK_TEST_CONFIG};
 use crate::receiver::TestReceiver;
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_member_event_reaches_the_subscriber() {
     let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
@@ -31,4 +31,5 @@ async fn a_member_event_reaches_the_subscriber() {
         .json();
     assert_eq!(delivery.json()["data"], membership);
     assert_eq!(delivery.json()["event"], json!("member.added"));
+}
 }

@@ -31,6 +31,14 @@ pub enum Command {
     /// Drive a server with load scenarios and report throughput and latency
     /// (see BENCHMARKS.md).
     Load(crate::load::LoadArgs),
+    /// Bring the PostgreSQL schema (storage.postgres_url) to this build's
+    /// version, as a node does at start; refuses a newer schema.
+    Migrate {
+        /// A TOML file overlaid on the built-in defaults; ROLECALL_STORAGE__*
+        /// environment variables override both.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use clap::Parser;
 use cli::{Cli, Command};
 use rolecall::config::Config;
 use rolecall::startup::Application;
+use rolecall::storage::PgStore;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Migrate { config } => migrate(config.as_deref()),
         Command::Load(args) => match load::run(args) {
             Ok(_) => ExitCode::SUCCESS,
             Err(err) => {
@@ -36,6 +38,41 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// `rolecall migrate`: the schema of `storage.postgres_url` to this build's.
+fn migrate(config_path: Option<&std::path::Path>) -> ExitCode {
+    let settings = Config::load(config_path, std::env::vars())
+        .map_err(|err| err.to_string())
+        .and_then(|config| config.storage.postgres());
+    let settings = match settings {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("rolecall migrate: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = actix_web::rt::System::new().block_on(PgStore::migrate(&settings));
+    match outcome {
+        Ok(migrated) if migrated.from == migrated.to => {
+            println!("the schema is at version {}: nothing to do", migrated.to);
+            ExitCode::SUCCESS
+        }
+        Ok(migrated) => {
+            println!(
+                "migrated the schema from version {} to {}",
+                migrated.from, migrated.to
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!(
+                "rolecall migrate: {}",
+                rolecall::telemetry::cause_chain(&err)
+            );
+            ExitCode::FAILURE
+        }
     }
 }
 

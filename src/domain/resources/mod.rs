@@ -34,6 +34,11 @@ macro_rules! resource_kinds {
         impl ResourceKind {
             /// Every kind.
             pub const ALL: &'static [ResourceKind] = &[$( ResourceKind::$variant, )*];
+
+            /// Its name ([`Resource::NAME`]), as storage records it.
+            pub fn name(self) -> &'static str {
+                match self { $( ResourceKind::$variant => <$ty as Resource>::NAME, )* }
+            }
         }
 
         /// A resource of any kind. It serializes exactly as the value it holds.
@@ -50,6 +55,11 @@ macro_rules! resource_kinds {
             /// The id of the value held.
             pub fn id(&self) -> ResourceId {
                 match self { $( AnyResource::$variant(value) => value.id(), )* }
+            }
+
+            /// The resource it belongs to, if any (see [`Resource::parent`]).
+            pub fn parent(&self) -> Option<ResourceId> {
+                match self { $( AnyResource::$variant(value) => value.parent(), )* }
             }
         }
 

@@ -31,6 +31,7 @@ use crate::domain::resources::Resource;
 use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::{SealingKey, Secret};
+use crate::storage::sealed::{self, Resealed};
 use crate::storage::{Durability, Loaded, LogFilter, Page, StoreError, Window};
 use codec::decode;
 use engine::{Engine, Slot};
@@ -438,22 +439,16 @@ fn reseal(
     for entry in webhooks.iter() {
         let (row, bytes) = entry.map_err(StoreError::engine)?;
         let stored: WebhookEndpoint = decode(&bytes)?;
-        let already = SealingKey::is_sealed(stored.secret.expose()) == to.is_some();
-        let same_key = from.map(|k| k.expose()) == to.map(|k| k.expose());
-        let endpoint = match (read::opened(stored.clone(), from), replace_unreadable) {
-            // Opening checks the key even when nothing is to change.
-            (Ok(_), _) if already && same_key => continue,
-            (Ok(endpoint), _) => endpoint,
-            (Err(StoreError::SecretKey(_)), Some(new_secret)) => {
-                rekeyed.replaced.push(stored.organization_id);
-                WebhookEndpoint {
-                    secret: new_secret(),
-                    ..stored
-                }
+        let org = stored.organization_id;
+        let endpoint = match sealed::reseal(stored, from, to, replace_unreadable)? {
+            Resealed::Unchanged => continue,
+            Resealed::Changed(endpoint) => endpoint,
+            Resealed::Replaced(endpoint) => {
+                rekeyed.replaced.push(org);
+                endpoint
             }
-            (Err(err), _) => return Err(err),
         };
-        batch.insert(row, write::endpoint_row(&endpoint, to)?);
+        batch.insert(row, codec::encode(&endpoint)?);
         rekeyed.changed += 1;
     }
     if rekeyed.changed > 0 {

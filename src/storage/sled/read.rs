@@ -14,38 +14,8 @@ use crate::domain::user::{TokenRecord, User};
 use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::SealingKey;
+use crate::storage::sealed::opened;
 use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
-
-/// `endpoint` with its secret opened, when it is sealed: with `key`, which
-/// must be the one it was sealed with.
-pub fn opened(
-    endpoint: WebhookEndpoint,
-    key: Option<&SealingKey>,
-) -> Result<WebhookEndpoint, StoreError> {
-    if !SealingKey::is_sealed(endpoint.secret.expose()) {
-        return Ok(endpoint);
-    }
-    let Some(key) = key else {
-        return Err(StoreError::SecretKey(
-            "the stored webhook secrets are encrypted, and no storage.secret_key is set: \
-             set it (or storage.secret_key_file) to the key they were encrypted with"
-                .into(),
-        ));
-    };
-    let secret = key
-        .open(
-            endpoint.organization_id.as_bytes(),
-            endpoint.secret.expose(),
-        )
-        .map_err(|_| {
-            StoreError::SecretKey(
-                "storage.secret_key does not decrypt the stored webhook secrets: it is not the \
-                 key they were encrypted with (rolecall admin rekey changes keys)"
-                    .into(),
-            )
-        })?;
-    Ok(WebhookEndpoint { secret, ..endpoint })
-}
 
 /// An outbox key too short to hold an organization id.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,8 @@ use crate::domain::org_state::Edit;
 use crate::domain::role::Role;
 use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{OrgId, RoleId};
-use crate::secrets::{SealingKey, Secret};
+use crate::secrets::SealingKey;
+use crate::storage::sealed::sealed;
 use crate::storage::StoreError;
 
 /// What a transaction body returns.
@@ -163,16 +164,7 @@ pub fn endpoint_row(
     endpoint: &WebhookEndpoint,
     key: Option<&SealingKey>,
 ) -> Result<Vec<u8>, StoreError> {
-    match key {
-        Some(key) => {
-            let sealed = key.seal(endpoint.organization_id.as_bytes(), &endpoint.secret)?;
-            encode(&WebhookEndpoint {
-                secret: Secret::new(sealed),
-                ..endpoint.clone()
-            })
-        }
-        None => encode(endpoint),
-    }
+    encode(&sealed(endpoint, key)?)
 }
 
 fn prepare_one(

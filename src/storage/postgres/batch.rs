@@ -1,0 +1,411 @@
+//! Writes as SQL: the writes of one transaction, however many requests
+//! they come from, become at most one statement per table and kind of
+//! change, each taking its rows as arrays (`unnest`), so that a batch of
+//! a hundred events costs the statements of one.
+//!
+//! Within a batch the last write of a row wins, as it would applied in
+//! order; that lets upserts and deletes of one table run as one statement
+//! each. Foreign keys are deferred to the commit, so the order of the
+//! statements does not matter.
+
+use std::collections::HashSet;
+use std::time::SystemTime;
+
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use super::rows::{name_of, owned_text, permission_keys, time};
+use crate::domain::change::Write;
+use crate::domain::names::fold;
+use crate::domain::org_state::Edit;
+use crate::secrets::SealingKey;
+use crate::storage::sealed::sealed;
+use crate::storage::StoreError;
+
+/// One statement and its parameters.
+pub struct Statement {
+    /// The SQL (one of the constants below, prepared once per connection).
+    pub sql: &'static str,
+    /// Its parameters, one array per column.
+    pub params: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Statement {
+    /// The parameters as tokio-postgres takes them.
+    pub fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.params
+            .iter()
+            .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+            .collect()
+    }
+}
+
+/// Declares the columns of one statement: a vector per column, and the
+/// statement's SQL.
+macro_rules! rows {
+    ($name:ident = $sql:expr; { $($column:ident: $ty:ty),+ $(,)? }) => {
+        #[derive(Default)]
+        struct $name { $($column: Vec<$ty>,)+ }
+
+        impl $name {
+            const SQL: &'static str = $sql;
+
+            fn into_statement(self, into: &mut Vec<Statement>) {
+                let rows = [$(self.$column.len()),+][0];
+                if rows > 0 {
+                    into.push(Statement {
+                        sql: Self::SQL,
+                        params: vec![$(Box::new(self.$column)),+],
+                    });
+                }
+            }
+        }
+    };
+}
+
+rows!(Users = "INSERT INTO users (id, email, email_folded, name, created_at) \
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) \
+     ON CONFLICT (id) DO UPDATE SET email = EXCLUDED.email, email_folded = EXCLUDED.email_folded, \
+     name = EXCLUDED.name";
+    { id: Uuid, email: String, folded: String, name: Option<String>, created_at: SystemTime });
+
+rows!(Tokens = "INSERT INTO tokens (sha256, id, user_id, kind, name, created_at) \
+     SELECT * FROM unnest($1::bytea[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::timestamptz[]) \
+     ON CONFLICT (sha256) DO NOTHING";
+    { sha256: Vec<u8>, id: Uuid, user_id: Uuid, kind: String, name: Option<String>, created_at: SystemTime });
+
+rows!(TokenDeletes = "DELETE FROM tokens WHERE sha256 = ANY($1::bytea[])"; { sha256: Vec<u8> });
+
+rows!(Orgs = "INSERT INTO organizations (id, name, plan, created_at, updated_at) \
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[]) \
+     ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, plan = EXCLUDED.plan, \
+     updated_at = EXCLUDED.updated_at";
+    { id: Uuid, name: String, plan: String, created_at: SystemTime, updated_at: SystemTime });
+
+// The permission keys of each role travel as one comma-joined text (an
+// array of arrays must be rectangular).
+rows!(Roles = "INSERT INTO roles (organization_id, id, name, description, permissions, \
+     is_immutable, is_system, revision, created_at, updated_at) \
+     SELECT o, i, n, d, CASE WHEN p = '' THEN '{}'::text[] ELSE string_to_array(p, ',') END, \
+     im, sy, r, c, u FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], \
+     $6::bool[], $7::bool[], $8::int8[], $9::timestamptz[], $10::timestamptz[]) \
+     AS t(o, i, n, d, p, im, sy, r, c, u) \
+     ON CONFLICT (organization_id, id) DO UPDATE SET name = EXCLUDED.name, \
+     description = EXCLUDED.description, permissions = EXCLUDED.permissions, \
+     is_immutable = EXCLUDED.is_immutable, is_system = EXCLUDED.is_system, \
+     revision = EXCLUDED.revision, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at";
+    { org: Uuid, id: Uuid, name: String, description: String, permissions: String,
+      is_immutable: bool, is_system: bool, revision: i64, created_at: SystemTime, updated_at: SystemTime });
+
+rows!(RoleDeletes = "DELETE FROM roles WHERE (organization_id, id) IN \
+     (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, id: Uuid });
+
+rows!(Members = "INSERT INTO memberships (organization_id, user_id, email, role_id, joined_at, updated_at) \
+     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::timestamptz[], $6::timestamptz[]) \
+     ON CONFLICT (organization_id, user_id) DO UPDATE SET email = EXCLUDED.email, \
+     role_id = EXCLUDED.role_id, joined_at = EXCLUDED.joined_at, updated_at = EXCLUDED.updated_at";
+    { org: Uuid, user: Uuid, email: String, role: Uuid, joined_at: SystemTime, updated_at: SystemTime });
+
+rows!(MemberDeletes = "DELETE FROM memberships WHERE (organization_id, user_id) IN \
+     (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, user: Uuid });
+
+rows!(Webhooks = "INSERT INTO webhooks (organization_id, url, events, secret, created_at, updated_at) \
+     SELECT o, u, CASE WHEN e = '' THEN '{}'::text[] ELSE string_to_array(e, ',') END, s, c, up \
+     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[]) \
+     AS t(o, u, e, s, c, up) \
+     ON CONFLICT (organization_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events, \
+     secret = EXCLUDED.secret, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at";
+    { org: Uuid, url: String, events: String, secret: String, created_at: SystemTime, updated_at: SystemTime });
+
+rows!(WebhookDeletes = "DELETE FROM webhooks WHERE organization_id = ANY($1::uuid[])"; { org: Uuid });
+
+rows!(Audit = "INSERT INTO audit_log (organization_id, id, actor_user_id, action, target_type, \
+     target_id, before, after, request_id, occurred_at) \
+     SELECT o, i, a, ac, tt, ti, b::json, af::json, r, t FROM unnest($1::uuid[], $2::uuid[], \
+     $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], \
+     $10::timestamptz[]) AS x(o, i, a, ac, tt, ti, b, af, r, t)";
+    { org: Uuid, id: Uuid, actor: Option<Uuid>, action: String, target_type: String,
+      target_id: String, before: Option<String>, after: Option<String>, request_id: String,
+      occurred_at: SystemTime });
+
+rows!(Resources = "INSERT INTO resources (organization_id, kind, id, parent_id, data) \
+     SELECT o, k, i, p, d::json FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::text[]) \
+     AS t(o, k, i, p, d) \
+     ON CONFLICT (organization_id, kind, id) DO UPDATE SET parent_id = EXCLUDED.parent_id, \
+     data = EXCLUDED.data";
+    { org: Uuid, kind: &'static str, id: Uuid, parent: Option<Uuid>, data: String });
+
+rows!(ResourceDeletes = "DELETE FROM resources WHERE (organization_id, kind, id) IN \
+     (SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]))";
+    { org: Uuid, kind: &'static str, id: Uuid });
+
+rows!(Jobs = "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, created_at) \
+     SELECT o, d, e, b::json, a, du, c FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], \
+     $5::int2[], $6::timestamptz[], $7::timestamptz[]) AS t(o, d, e, b, a, du, c) \
+     ON CONFLICT (organization_id, delivery_id) DO UPDATE SET event = EXCLUDED.event, \
+     body = EXCLUDED.body, attempts_made = EXCLUDED.attempts_made, due_at = EXCLUDED.due_at, \
+     created_at = EXCLUDED.created_at";
+    { org: Uuid, delivery: Uuid, event: String, body: String, attempts_made: i16,
+      due_at: SystemTime, created_at: SystemTime });
+
+rows!(JobDeletes = "DELETE FROM outbox WHERE (organization_id, delivery_id) IN \
+     (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, delivery: Uuid });
+
+rows!(Logs = "INSERT INTO delivery_log (organization_id, id, delivery_id, event, attempt, outcome, \
+     response_code, response_body, latency_ms, error, attempted_at, envelope) \
+     SELECT o, i, d, e, a, oc, rc, rb, l, er, at, en::json FROM unnest($1::uuid[], $2::uuid[], \
+     $3::uuid[], $4::text[], $5::int2[], $6::text[], $7::int4[], $8::text[], $9::int8[], \
+     $10::text[], $11::timestamptz[], $12::text[]) AS t(o, i, d, e, a, oc, rc, rb, l, er, at, en)";
+    { org: Uuid, id: Uuid, delivery: Uuid, event: String, attempt: Option<i16>, outcome: String,
+      response_code: Option<i32>, response_body: Option<String>, latency_ms: Option<i64>,
+      error: Option<String>, attempted_at: SystemTime, envelope: String });
+
+rows!(AdminToken = "INSERT INTO admin_token (sha256) SELECT * FROM unnest($1::bytea[]) \
+     ON CONFLICT (singleton) DO UPDATE SET sha256 = EXCLUDED.sha256"; { sha256: Vec<u8> });
+
+/// The rows of one batch, by statement.
+#[derive(Default)]
+struct Tables {
+    users: Users,
+    tokens: Tokens,
+    token_deletes: TokenDeletes,
+    orgs: Orgs,
+    roles: Roles,
+    role_deletes: RoleDeletes,
+    members: Members,
+    member_deletes: MemberDeletes,
+    webhooks: Webhooks,
+    webhook_deletes: WebhookDeletes,
+    audit: Audit,
+    resources: Resources,
+    resource_deletes: ResourceDeletes,
+    jobs: Jobs,
+    job_deletes: JobDeletes,
+    logs: Logs,
+    admin_token: AdminToken,
+}
+
+/// Which row a write changes, for "the last write of a row wins".
+#[derive(Hash, PartialEq, Eq)]
+enum RowKey {
+    User(Uuid),
+    Token([u8; 32]),
+    Org(Uuid),
+    Role(Uuid, Uuid),
+    Member(Uuid, Uuid),
+    Webhook(Uuid),
+    Resource(Uuid, &'static str, Uuid),
+    Job(Uuid, Uuid),
+    AdminToken,
+    /// Appends (audit and log records): every one is kept.
+    Appended,
+}
+
+fn key_of(write: &Write) -> RowKey {
+    match write {
+        Write::Edit(edit) => match edit {
+            Edit::PutOrg(org) => RowKey::Org(org.id.0),
+            Edit::PutRole(role) => RowKey::Role(role.organization_id.0, role.id.0),
+            Edit::DeleteRole(org, role) => RowKey::Role(org.0, role.0),
+            Edit::PutMember(m) => RowKey::Member(m.organization_id.0, m.user_id.0),
+            Edit::DeleteMember(org, user) => RowKey::Member(org.0, user.0),
+            Edit::PutWebhook(endpoint) => RowKey::Webhook(endpoint.organization_id.0),
+            Edit::DeleteWebhook(org) => RowKey::Webhook(org.0),
+        },
+        Write::PutUser(user) => RowKey::User(user.id.0),
+        Write::PutToken(token) | Write::DeleteToken(token) => RowKey::Token(token.sha256),
+        Write::Audit(_) | Write::Log(_) => RowKey::Appended,
+        Write::PutJob(job) => RowKey::Job(job.organization_id.0, job.delivery_id.0),
+        Write::DeleteJob(org, id) => RowKey::Job(org.0, id.0),
+        Write::PutResource(org, value) => {
+            RowKey::Resource(org.0, value.kind().name(), value.id().0)
+        }
+        Write::DeleteResource(org, kind, id) => RowKey::Resource(org.0, kind.name(), id.0),
+        Write::AdminToken(_) => RowKey::AdminToken,
+    }
+}
+
+/// The statements that apply `writes` (in order: the last write of a row
+/// wins), webhook secrets sealed with `key` when one is given.
+pub fn statements<'w>(
+    writes: impl DoubleEndedIterator<Item = &'w Write>,
+    key: Option<&SealingKey>,
+) -> Result<Vec<Statement>, StoreError> {
+    let mut tables = Tables::default();
+    let mut seen = HashSet::new();
+    for write in writes.rev() {
+        let row = key_of(write);
+        if row != RowKey::Appended && !seen.insert(row) {
+            continue;
+        }
+        add(&mut tables, write, key)?;
+    }
+    let mut out = Vec::new();
+    let t = tables;
+    t.users.into_statement(&mut out);
+    t.tokens.into_statement(&mut out);
+    t.token_deletes.into_statement(&mut out);
+    t.orgs.into_statement(&mut out);
+    t.roles.into_statement(&mut out);
+    t.members.into_statement(&mut out);
+    t.member_deletes.into_statement(&mut out);
+    t.role_deletes.into_statement(&mut out);
+    t.webhooks.into_statement(&mut out);
+    t.webhook_deletes.into_statement(&mut out);
+    t.audit.into_statement(&mut out);
+    t.resources.into_statement(&mut out);
+    t.resource_deletes.into_statement(&mut out);
+    t.jobs.into_statement(&mut out);
+    t.job_deletes.into_statement(&mut out);
+    t.logs.into_statement(&mut out);
+    t.admin_token.into_statement(&mut out);
+    Ok(out)
+}
+
+fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), StoreError> {
+    match write {
+        Write::Edit(edit) => add_edit(t, edit, key)?,
+        Write::PutUser(user) => {
+            t.users.id.push(user.id.0);
+            t.users.email.push(user.email.clone());
+            t.users.folded.push(fold(&user.email));
+            t.users.name.push(user.name.clone());
+            t.users.created_at.push(time(user.created_at));
+        }
+        Write::PutToken(token) => {
+            t.tokens.sha256.push(token.sha256.to_vec());
+            t.tokens.id.push(token.id.0);
+            t.tokens.user_id.push(token.user_id.0);
+            t.tokens.kind.push(name_of(&token.kind)?);
+            t.tokens.name.push(token.name.clone());
+            t.tokens.created_at.push(time(token.created_at));
+        }
+        Write::DeleteToken(token) => t.token_deletes.sha256.push(token.sha256.to_vec()),
+        Write::Audit(record) => {
+            let a = &mut t.audit;
+            a.org.push(record.organization_id.0);
+            a.id.push(record.id.0);
+            a.actor.push(record.actor_user_id.map(|u| u.0));
+            a.action.push(record.action.clone());
+            a.target_type.push(record.target_type.clone());
+            a.target_id.push(record.target_id.clone());
+            a.before.push(record.before.clone());
+            a.after.push(record.after.clone());
+            a.request_id.push(owned_text(&record.request_id));
+            a.occurred_at.push(time(record.occurred_at));
+        }
+        Write::PutJob(job) => {
+            let j = &mut t.jobs;
+            j.org.push(job.organization_id.0);
+            j.delivery.push(job.delivery_id.0);
+            j.event.push(job.event.clone());
+            j.body.push(json_text(&job.body)?);
+            j.attempts_made.push(i16::from(job.attempts_made));
+            j.due_at.push(time(job.due_at));
+            j.created_at.push(time(job.created_at));
+        }
+        Write::DeleteJob(org, id) => {
+            t.job_deletes.org.push(org.0);
+            t.job_deletes.delivery.push(id.0);
+        }
+        Write::Log(record) => {
+            let l = &mut t.logs;
+            l.org.push(record.organization_id.0);
+            l.id.push(record.id.0);
+            l.delivery.push(record.delivery_id.0);
+            l.event.push(record.event.clone());
+            l.attempt.push(record.attempt.map(i16::from));
+            l.outcome.push(name_of(&record.outcome)?);
+            l.response_code.push(record.response_code.map(i32::from));
+            l.response_body
+                .push(record.response_body.as_deref().map(owned_text));
+            l.latency_ms.push(
+                record
+                    .latency_ms
+                    .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+            );
+            l.error.push(record.error.as_deref().map(owned_text));
+            l.attempted_at.push(time(record.attempted_at));
+            l.envelope.push(json_text(&record.envelope)?);
+        }
+        Write::PutResource(org, value) => {
+            let r = &mut t.resources;
+            r.org.push(org.0);
+            r.kind.push(value.kind().name());
+            r.id.push(value.id().0);
+            r.parent.push(value.parent().map(|p| p.0));
+            r.data
+                .push(serde_json::to_string(value).map_err(StoreError::codec)?);
+        }
+        Write::DeleteResource(org, kind, id) => {
+            let r = &mut t.resource_deletes;
+            r.org.push(org.0);
+            r.kind.push(kind.name());
+            r.id.push(id.0);
+        }
+        Write::AdminToken(hash) => t.admin_token.sha256.push(hash.to_vec()),
+    }
+    Ok(())
+}
+
+fn add_edit(t: &mut Tables, edit: &Edit, key: Option<&SealingKey>) -> Result<(), StoreError> {
+    match edit {
+        Edit::PutOrg(org) => {
+            t.orgs.id.push(org.id.0);
+            t.orgs.name.push(org.name.clone());
+            t.orgs.plan.push(name_of(&org.plan)?);
+            t.orgs.created_at.push(time(org.created_at));
+            t.orgs.updated_at.push(time(org.updated_at));
+        }
+        Edit::PutRole(role) => {
+            let r = &mut t.roles;
+            r.org.push(role.organization_id.0);
+            r.id.push(role.id.0);
+            r.name.push(role.name.clone());
+            r.description.push(role.description.clone());
+            r.permissions
+                .push(permission_keys(role.permissions).join(","));
+            r.is_immutable.push(role.is_immutable);
+            r.is_system.push(role.is_system);
+            r.revision
+                .push(i64::try_from(role.revision).unwrap_or(i64::MAX));
+            r.created_at.push(time(role.created_at));
+            r.updated_at.push(time(role.updated_at));
+        }
+        Edit::DeleteRole(org, role) => {
+            t.role_deletes.org.push(org.0);
+            t.role_deletes.id.push(role.0);
+        }
+        Edit::PutMember(member) => {
+            let m = &mut t.members;
+            m.org.push(member.organization_id.0);
+            m.user.push(member.user_id.0);
+            m.email.push(member.email.clone());
+            m.role.push(member.role_id.0);
+            m.joined_at.push(time(member.joined_at));
+            m.updated_at.push(time(member.updated_at));
+        }
+        Edit::DeleteMember(org, user) => {
+            t.member_deletes.org.push(org.0);
+            t.member_deletes.user.push(user.0);
+        }
+        Edit::PutWebhook(endpoint) => {
+            let stored = sealed(endpoint, key)?;
+            let w = &mut t.webhooks;
+            w.org.push(stored.organization_id.0);
+            w.url.push(stored.url.clone());
+            w.events.push(stored.events.ids().join(","));
+            w.secret.push(stored.secret.expose().to_owned());
+            w.created_at.push(time(stored.created_at));
+            w.updated_at.push(time(stored.updated_at));
+        }
+        Edit::DeleteWebhook(org) => t.webhook_deletes.org.push(org.0),
+    }
+    Ok(())
+}
+
+/// An envelope's bytes as the text of a `json` column, which keeps them
+/// exactly (they are what was signed).
+fn json_text(bytes: &[u8]) -> Result<String, StoreError> {
+    String::from_utf8(bytes.to_vec()).map_err(StoreError::codec)
+}

@@ -1,0 +1,371 @@
+//! Reaching PostgreSQL: the connection settings (`storage.postgres_url`,
+//! with the libpq options operators write), TLS through rustls, and the
+//! pool. Connections live on one I/O thread of their own, so a busy HTTP
+//! worker never delays another's queries, and the pool hands them to any
+//! thread.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::config::SslMode;
+
+use crate::storage::StoreError;
+
+/// How to reach the database.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// `postgres://…` or `key=value …`, as libpq takes it.
+    pub url: String,
+    /// Connections per node.
+    pub pool: usize,
+    /// Longest wait to connect, and for a pooled connection.
+    pub connect_timeout: Duration,
+    /// Longest a statement, or a round of them, may take.
+    pub statement_timeout: Duration,
+}
+
+/// The settings could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// The URL does not parse.
+    #[error("storage.postgres_url: {0}")]
+    Url(String),
+    /// The CA file named by `sslrootcert` cannot be read.
+    #[error("storage.postgres_url sslrootcert {path}: {reason}")]
+    RootCert {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl From<SettingsError> for StoreError {
+    fn from(err: SettingsError) -> Self {
+        StoreError::Config(err.to_string())
+    }
+}
+
+/// The URL split into what tokio-postgres parses and what we handle:
+/// `sslrootcert` (a PEM file of CAs to trust), and the `verify-ca` and
+/// `verify-full` modes, which are `require` here because certificates are
+/// always verified.
+fn split_url(url: &str) -> (String, Option<String>) {
+    let mut root_cert = None;
+    let keep = |pair: &str, root_cert: &mut Option<String>| -> Option<String> {
+        match pair.split_once('=') {
+            Some(("sslrootcert", path)) => {
+                *root_cert = Some(path.to_owned());
+                None
+            }
+            Some(("sslmode", "verify-ca" | "verify-full")) => Some("sslmode=require".to_owned()),
+            _ => Some(pair.to_owned()),
+        }
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let Some((base, query)) = url.split_once('?') else {
+            return (url.to_owned(), None);
+        };
+        let pairs: Vec<String> = query
+            .split('&')
+            .filter_map(|pair| keep(pair, &mut root_cert))
+            .collect();
+        let url = if pairs.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", pairs.join("&"))
+        };
+        (url, root_cert)
+    } else {
+        let pairs: Vec<String> = url
+            .split_whitespace()
+            .filter_map(|pair| keep(pair, &mut root_cert))
+            .collect();
+        (pairs.join(" "), root_cert)
+    }
+}
+
+/// The client configuration: the URL's, with our timeouts and name.
+pub fn client_config(
+    settings: &Settings,
+) -> Result<(tokio_postgres::Config, Option<String>), SettingsError> {
+    let (url, root_cert) = split_url(&settings.url);
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|err: tokio_postgres::Error| SettingsError::Url(err.to_string()))?;
+    if config.get_application_name().is_none() {
+        config.application_name("rolecall");
+    }
+    // TLS on loopback protects nothing, and "prefer" (the default) would
+    // then fail on the self-signed certificate most local servers have.
+    if config.get_ssl_mode() == SslMode::Prefer && only_loopback(&config) {
+        config.ssl_mode(SslMode::Disable);
+    }
+    config.connect_timeout(settings.connect_timeout);
+    // A dead peer is noticed by keepalives, not after the kernel's two hours.
+    config.keepalives_idle(Duration::from_secs(10));
+    let statement_ms = settings.statement_timeout.as_millis();
+    let options = match config.get_options() {
+        Some(theirs) => format!("{theirs} -c statement_timeout={statement_ms}"),
+        None => format!("-c statement_timeout={statement_ms}"),
+    };
+    config.options(options);
+    Ok((config, root_cert))
+}
+
+/// Whether every host is this machine (a loopback address, `localhost`,
+/// or a Unix socket).
+fn only_loopback(config: &tokio_postgres::Config) -> bool {
+    use tokio_postgres::config::Host;
+    let hosts = config.get_hosts();
+    !hosts.is_empty()
+        && hosts.iter().all(|host| match host {
+            Host::Unix(_) => true,
+            Host::Tcp(name) => {
+                name == "localhost"
+                    || name
+                        .trim_matches(|c| c == '[' || c == ']')
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+        })
+}
+
+/// rustls with the system's roots, and the CAs of `sslrootcert` when given.
+fn tls(root_cert: Option<&str>) -> Result<tokio_postgres_rustls::MakeRustlsConnect, SettingsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        // A system root rustls cannot parse is skipped, as browsers do.
+        let _ = roots.add(cert);
+    }
+    if let Some(path) = root_cert {
+        use rustls_pki_types::pem::PemObject;
+        let refused = |reason: String| SettingsError::RootCert {
+            path: path.to_owned(),
+            reason,
+        };
+        let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
+            .map_err(|err| refused(err.to_string()))?;
+        for cert in certs {
+            roots
+                .add(cert.map_err(|err| refused(err.to_string()))?)
+                .map_err(|err| refused(err.to_string()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|err| SettingsError::Url(err.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The thread that runs every connection's I/O (and the group commit);
+/// stops when the last handle is dropped.
+pub struct IoThread {
+    handle: tokio::runtime::Handle,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl IoThread {
+    /// Runs `task` on the I/O thread.
+    pub fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(task)
+    }
+}
+
+/// Starts the I/O thread.
+pub fn io_thread() -> Result<IoThread, StoreError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let handle = runtime.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("rolecall-postgres".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                let _ = stopped.await;
+            })
+        })?;
+    Ok(IoThread {
+        handle,
+        _stop: stop,
+    })
+}
+
+/// Connects on the I/O thread.
+struct OnIoThread<T> {
+    tls: T,
+    io: Arc<IoThread>,
+}
+
+impl deadpool_postgres::Connect for OnIoThread<tokio_postgres_rustls::MakeRustlsConnect> {
+    fn connect(
+        &self,
+        pg_config: &tokio_postgres::Config,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = Result<
+                        (tokio_postgres::Client, tokio::task::JoinHandle<()>),
+                        tokio_postgres::Error,
+                    >,
+                > + Send
+                + '_,
+        >,
+    > {
+        let (config, tls, io) = (pg_config.clone(), self.tls.clone(), self.io.clone());
+        Box::pin(async move {
+            // Connecting runs on the I/O thread too: its socket belongs there.
+            let connecting = io.handle.spawn(async move { config.connect(tls).await });
+            let (client, connection) = match connecting.await {
+                Ok(result) => result?,
+                Err(_) => return Err(closed()),
+            };
+            let task = io.handle.spawn(async move {
+                if let Err(err) = connection.await {
+                    tracing::debug!(error = %err, "a PostgreSQL connection ended");
+                }
+            });
+            Ok((client, task))
+        })
+    }
+}
+
+/// The error of a connection attempt whose task did not finish: only when
+/// the I/O thread is going away with the store. tokio-postgres builds its
+/// errors itself; a timeout is the nearest of the ones it lets us make.
+fn closed() -> tokio_postgres::Error {
+    tokio_postgres::Error::__private_api_timeout()
+}
+
+/// A pool of `settings.pool` connections, whose I/O runs on `io`.
+pub fn pool(settings: &Settings, io: Arc<IoThread>) -> Result<Pool, StoreError> {
+    let (config, root_cert) = client_config(settings)?;
+    let tls = tls(root_cert.as_deref())?;
+    let connect = OnIoThread { tls, io };
+    let manager = Manager::from_connect(
+        config,
+        connect,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(settings.pool.max(1))
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(settings.connect_timeout))
+        .create_timeout(Some(settings.connect_timeout))
+        .recycle_timeout(Some(settings.connect_timeout))
+        .build()
+        .map_err(|err| StoreError::Config(err.to_string()))
+}
+
+/// Whether TLS is required by the settings (for the start-up log).
+pub fn describe(settings: &Settings) -> String {
+    match client_config(settings) {
+        Ok((config, _)) => {
+            let hosts = config
+                .get_hosts()
+                .iter()
+                .map(|host| match host {
+                    tokio_postgres::config::Host::Tcp(name) => name.clone(),
+                    tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            let tls = match config.get_ssl_mode() {
+                SslMode::Disable => "off",
+                SslMode::Prefer => "when offered",
+                _ => "required",
+            };
+            format!("{hosts}/{} (TLS {tls})", config.get_dbname().unwrap_or(""))
+        }
+        Err(err) => err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libpq_options_are_taken_apart() {
+        let (url, root) = split_url(
+            "postgres://u@db.internal/rc?sslmode=verify-full&sslrootcert=/etc/ca.pem&application_name=x",
+        );
+        assert_eq!(
+            url,
+            "postgres://u@db.internal/rc?sslmode=require&application_name=x"
+        );
+        assert_eq!(root.as_deref(), Some("/etc/ca.pem"));
+        let (url, root) = split_url("host=db sslrootcert=/ca.pem dbname=rc");
+        assert_eq!(url, "host=db dbname=rc");
+        assert_eq!(root.as_deref(), Some("/ca.pem"));
+        assert_eq!(split_url("postgres://db/rc").0, "postgres://db/rc");
+        assert_eq!(
+            split_url("postgres://db/rc?sslrootcert=/a").0,
+            "postgres://db/rc"
+        );
+    }
+
+    #[test]
+    fn the_statement_timeout_goes_with_every_connection() {
+        let settings = Settings {
+            url: "postgres://u@127.0.0.1/rc?options=-c%20work_mem%3D8MB".into(),
+            pool: 4,
+            connect_timeout: Duration::from_secs(3),
+            statement_timeout: Duration::from_millis(2500),
+        };
+        let Ok((config, _)) = client_config(&settings) else {
+            panic!("the URL parses")
+        };
+        assert_eq!(
+            config.get_options(),
+            Some("-c work_mem=8MB -c statement_timeout=2500")
+        );
+        assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        assert_eq!(config.get_application_name(), Some("rolecall"));
+        assert_eq!(config.get_ssl_mode(), SslMode::Disable, "loopback: no TLS");
+    }
+
+    #[test]
+    fn tls_is_kept_off_loopback_and_when_required() {
+        let mode = |url: &str| {
+            let settings = Settings {
+                url: url.into(),
+                pool: 1,
+                connect_timeout: Duration::from_secs(1),
+                statement_timeout: Duration::from_secs(1),
+            };
+            client_config(&settings).map(|(config, _)| config.get_ssl_mode())
+        };
+        assert!(matches!(
+            mode("postgres://u@db.internal/rc"),
+            Ok(SslMode::Prefer)
+        ));
+        assert!(matches!(
+            mode("postgres://u@10.0.0.5/rc"),
+            Ok(SslMode::Prefer)
+        ));
+        assert!(matches!(
+            mode("postgres://u@localhost/rc?sslmode=require"),
+            Ok(SslMode::Require)
+        ));
+        assert!(matches!(
+            mode("postgres://u@[::1]/rc"),
+            Ok(SslMode::Disable)
+        ));
+        assert!(matches!(
+            mode("postgres://u@127.0.0.1,db.internal/rc"),
+            Ok(SslMode::Prefer)
+        ));
+    }
+}

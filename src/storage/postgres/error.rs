@@ -1,0 +1,56 @@
+//! What PostgreSQL's errors mean to the service: the seed 2.4 guards of
+//! the schema become the API's errors; a database that cannot be reached,
+//! is shutting down, failing over or timing out is unavailable (503 with
+//! Retry-After); anything else is an engine failure.
+
+use crate::storage::StoreError;
+
+/// SQLSTATEs raised by the schema's role guard (`roles_guard`).
+const OWNER_IMMUTABLE: &str = "RC001";
+const MEMBER_KEPT: &str = "RC002";
+const KIND_KEPT: &str = "RC003";
+
+/// Maps a tokio-postgres error.
+pub fn from_pg(err: tokio_postgres::Error) -> StoreError {
+    let Some(db) = err.as_db_error() else {
+        // No answer from the server: the connection failed or closed.
+        return StoreError::Unavailable(format!(
+            "PostgreSQL cannot be reached: {}",
+            crate::telemetry::cause_chain(&err)
+        ));
+    };
+    let code = db.code().code();
+    match code {
+        OWNER_IMMUTABLE => StoreError::RoleImmutable,
+        MEMBER_KEPT => StoreError::SystemRole,
+        KIND_KEPT => StoreError::SystemRoleCount,
+        "23505" if db.constraint().is_some_and(|c| c.starts_with("roles_one_")) => {
+            StoreError::SystemRoleCount
+        }
+        // Connection exceptions, insufficient resources, operator
+        // intervention (shutdown, a cancelled statement: the statement
+        // timeout), a read-only standby after failover, and a server
+        // that is starting up.
+        _ if code.starts_with("08")
+            || code.starts_with("53")
+            || code.starts_with("57")
+            || code == "25006" =>
+        {
+            StoreError::Unavailable(format!("PostgreSQL: {}", db.message()))
+        }
+        _ => StoreError::engine(err),
+    }
+}
+
+/// Maps a pool error: no connection could be had in time.
+pub fn from_pool(err: deadpool_postgres::PoolError) -> StoreError {
+    match err {
+        deadpool_postgres::PoolError::Backend(err) => from_pg(err),
+        other => StoreError::Unavailable(format!("no PostgreSQL connection: {other}")),
+    }
+}
+
+/// A round of statements that did not finish within the statement timeout.
+pub fn timed_out(what: &str) -> StoreError {
+    StoreError::Unavailable(format!("PostgreSQL did not answer {what} in time"))
+}

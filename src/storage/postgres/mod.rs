@@ -1,0 +1,202 @@
+//! The PostgreSQL engine (`storage.backend = "postgres"`): typed tables,
+//! the seed 2.4 guards in the schema, migrations under an advisory lock.
+//! The only code that knows SQL.
+//!
+//! Every change is one transaction sent as one pipeline. Concurrent
+//! requests share transactions ([`group_commit`]), with one statement per
+//! table whatever the number of rows ([`batch`]). A commit is durable when
+//! PostgreSQL answers it, so there is no separate flush to wait for.
+
+mod batch;
+mod connect;
+mod error;
+mod group_commit;
+pub mod migrate;
+mod read;
+mod rows;
+mod transact;
+
+use std::sync::Arc;
+
+use crate::domain::change::Write;
+use crate::domain::resources::Resource;
+use crate::ids::{OrgId, ResourceId};
+use crate::secrets::SealingKey;
+use crate::storage::sealed::{self, Resealed};
+use crate::storage::{Durability, StoreError};
+use batch::statements;
+use error::from_pg;
+use group_commit::GroupCommit;
+use transact::{finish_transaction, in_transaction, prepared, Database};
+
+pub use connect::Settings;
+pub use migrate::Migrated;
+
+/// A pool of connections to one database, and its group commit.
+#[derive(Clone)]
+pub struct PgStore {
+    database: Database,
+    committer: GroupCommit,
+    /// Seals webhook secrets at rest, when `storage.secret_key` is set.
+    key: Option<SealingKey>,
+    /// Keeps the I/O thread running while the store is in use.
+    _io: Arc<connect::IoThread>,
+}
+
+impl PgStore {
+    /// Connects, brings the schema to this build's version and checks the
+    /// stored webhook secrets against `key` (sealing those in clear when a
+    /// key is set).
+    pub async fn open(settings: &Settings, key: Option<SealingKey>) -> Result<Self, StoreError> {
+        let io = Arc::new(connect::io_thread()?);
+        let database = Database {
+            pool: connect::pool(settings, io.clone())?,
+            timeout: settings.statement_timeout,
+        };
+        {
+            let client = database.connection().await?;
+            let mut schema = deadpool_postgres::Object::take(client);
+            migrate::migrate(&mut schema).await?;
+        }
+        // Half the pool for shared transactions, the rest for reads and
+        // read-modify-writes.
+        let in_flight = (settings.pool / 2).clamp(1, 8);
+        let committer = GroupCommit::start(&io, database.clone(), key.clone(), in_flight);
+        let store = PgStore {
+            database,
+            committer,
+            key,
+            _io: io,
+        };
+        store.seal_stored_secrets().await?;
+        Ok(store)
+    }
+
+    /// Applies the missing migrations, as `rolecall migrate` does.
+    pub async fn migrate(settings: &Settings) -> Result<Migrated, StoreError> {
+        let io = Arc::new(connect::io_thread()?);
+        let pool = connect::pool(settings, io)?;
+        let client = pool.get().await.map_err(error::from_pool)?;
+        let mut schema = deadpool_postgres::Object::take(client);
+        migrate::migrate(&mut schema).await
+    }
+
+    /// Where it connects, for the start-up log (no password).
+    pub fn describe(settings: &Settings) -> String {
+        connect::describe(settings)
+    }
+
+    /// See [`crate::storage::Store::commit`].
+    pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
+        self.committer.commit(writes).await
+    }
+
+    /// See [`crate::storage::Store::append`]: its own transaction, durable
+    /// when it answers.
+    pub async fn append(&self, writes: &[Write]) -> Result<Durability, StoreError> {
+        let statements = statements(writes.iter(), self.key.as_ref())?;
+        self.database.transact(&statements).await?;
+        Ok(Durability::after(async { Ok(()) }))
+    }
+
+    /// See [`crate::storage::Store::update_resource`]: the row is locked
+    /// (`FOR UPDATE`) from the read to the commit.
+    pub async fn update_resource<T, R, E>(
+        &self,
+        org: OrgId,
+        id: ResourceId,
+        decide: impl Fn(Option<T>) -> Result<(Vec<Write>, R), E>,
+    ) -> Result<(Vec<Write>, R), E>
+    where
+        T: Resource,
+        E: From<StoreError>,
+    {
+        let key = self.key.as_ref();
+        let outcome = self
+            .database
+            .with("a resource update", async |client| {
+                let select = prepared(
+                    client,
+                    "SELECT data::text AS data FROM resources \
+                     WHERE organization_id = $1 AND kind = $2 AND id = $3 FOR UPDATE",
+                )
+                .await?;
+                let kind = T::KIND.name();
+                let begin = client.batch_execute("BEGIN");
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                    [&org.0, &kind, &id.0];
+                let read = client.query(&select, &params);
+                let (begun, read) = futures_util::join!(begin, read);
+                begun.map_err(from_pg)?;
+                let current = read
+                    .map_err(from_pg)?
+                    .first()
+                    .map(rows::resource::<T>)
+                    .transpose()?;
+                match decide(current) {
+                    Ok((writes, outcome)) => {
+                        let statements = statements(writes.iter(), key)?;
+                        finish_transaction(client, &statements).await?;
+                        Ok(Ok((writes, outcome)))
+                    }
+                    Err(refused) => {
+                        client.batch_execute("ROLLBACK").await.map_err(from_pg)?;
+                        Ok(Err(refused))
+                    }
+                }
+            })
+            .await;
+        match outcome {
+            Ok(decided) => decided,
+            Err(err) => Err(E::from(err)),
+        }
+    }
+
+    /// Commits on PostgreSQL are durable when they answer.
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Closes the pool.
+    pub fn close(self) {
+        self.database.pool.close();
+    }
+
+    /// Seals stored secrets that are in clear when a key is set, and checks
+    /// that sealed ones open with it: a wrong key stops start-up here.
+    async fn seal_stored_secrets(&self) -> Result<(), StoreError> {
+        let sql = format!("SELECT {} FROM webhooks", rows::WEBHOOK);
+        let found = self
+            .database
+            .with("the secrets check", async |client| {
+                read::query(client, &sql, &[]).await
+            })
+            .await?;
+        let mut writes = Vec::new();
+        for row in &found {
+            let stored = rows::webhook(row)?;
+            let opened = sealed::opened(stored.clone(), self.key.as_ref())?;
+            if let Resealed::Changed(_) =
+                sealed::reseal(stored, self.key.as_ref(), self.key.as_ref(), None)?
+            {
+                writes.push(Write::Edit(crate::domain::org_state::Edit::PutWebhook(
+                    opened,
+                )));
+            }
+        }
+        if !writes.is_empty() {
+            let count = writes.len();
+            let statements = statements(writes.iter(), self.key.as_ref())?;
+            self.database
+                .with("sealing secrets", async |client| {
+                    in_transaction(client, &statements).await
+                })
+                .await?;
+            tracing::info!(
+                count,
+                "sealed webhook secrets stored in clear with storage.secret_key"
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,413 @@
+//! Reads: everything the store answers, as SQL. Pages are newest first by
+//! id (ids are time-ordered), one row beyond the page telling whether more
+//! remain.
+
+use deadpool_postgres::Object;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+use super::error::from_pg;
+use super::rows;
+use super::transact::prepared;
+use super::PgStore;
+use crate::domain::audit::AuditRecord;
+use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::org_state::OrgState;
+use crate::domain::resources::Resource;
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
+use crate::storage::sealed::opened;
+use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
+
+/// Runs one query on `client`.
+pub async fn query(
+    client: &Object,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, StoreError> {
+    let statement = prepared(client, sql).await?;
+    client.query(&statement, params).await.map_err(from_pg)
+}
+
+fn limit_plus_one(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1
+}
+
+/// The first `limit` of `rows` decoded, and whether there were more.
+fn page<T>(
+    rows: Vec<Row>,
+    limit: usize,
+    decode: impl Fn(&Row) -> Result<T, StoreError>,
+) -> Result<Page<T>, StoreError> {
+    let more = rows.len() > limit;
+    let items = rows
+        .iter()
+        .take(limit)
+        .map(decode)
+        .collect::<Result<_, _>>()?;
+    Ok(Page { items, more })
+}
+
+impl PgStore {
+    /// See [`crate::storage::Store::load`]: secrets opened.
+    pub async fn load(&self) -> Result<Loaded, StoreError> {
+        let key = self.key.as_ref();
+        let sql = |table: &str, columns: &str| format!("SELECT {columns} FROM {table}");
+        let (users, tokens, orgs, roles, members, webhooks) = (
+            sql("users", rows::USER),
+            sql("tokens", rows::TOKEN),
+            sql("organizations", rows::ORGANIZATION),
+            sql("roles", rows::ROLE),
+            sql("memberships", rows::MEMBERSHIP),
+            sql("webhooks", rows::WEBHOOK),
+        );
+        let fetched = self
+            .database
+            .with("the start-up load", async |client| {
+                let all = futures_util::future::join_all(
+                    [&users, &tokens, &orgs, &roles, &members, &webhooks]
+                        .map(|sql| client.query(sql.as_str(), &[])),
+                )
+                .await;
+                all.into_iter()
+                    .map(|rows| rows.map_err(from_pg))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await?;
+        let [users, tokens, orgs, roles, members, webhooks] =
+            <[Vec<Row>; 6]>::try_from(fetched).map_err(|_| StoreError::Closed)?;
+        let mut by_org: std::collections::HashMap<OrgId, OrgParts> = Default::default();
+        for row in &roles {
+            let role = rows::role(row)?;
+            by_org
+                .entry(role.organization_id)
+                .or_default()
+                .roles
+                .push(role);
+        }
+        for row in &members {
+            let member = rows::membership(row)?;
+            by_org
+                .entry(member.organization_id)
+                .or_default()
+                .members
+                .push(member);
+        }
+        for row in &webhooks {
+            let endpoint = opened(rows::webhook(row)?, key)?;
+            let org = endpoint.organization_id;
+            by_org.entry(org).or_default().webhook = Some(endpoint);
+        }
+        let mut states = Vec::with_capacity(orgs.len());
+        for row in &orgs {
+            let org = rows::organization(row)?;
+            let parts = by_org.remove(&org.id).unwrap_or_default();
+            states.push(OrgState::new(
+                org,
+                parts.roles,
+                parts.members,
+                parts.webhook,
+            ));
+        }
+        Ok(Loaded {
+            orgs: states,
+            users: users.iter().map(rows::user).collect::<Result<_, _>>()?,
+            tokens: tokens.iter().map(rows::token).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// The stored admin-token hash, if any.
+    pub async fn admin_token_hash(&self) -> Result<Option<[u8; 32]>, StoreError> {
+        let rows = self
+            .database
+            .with("a read", async |client| {
+                query(client, "SELECT sha256 FROM admin_token", &[]).await
+            })
+            .await?;
+        match rows.first() {
+            Some(row) => {
+                let bytes: Vec<u8> = rows::get(row, "sha256")?;
+                Ok(<[u8; 32]>::try_from(bytes.as_slice()).ok())
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// A workspace resource of `org`.
+    pub async fn resource<T: Resource>(
+        &self,
+        org: OrgId,
+        id: ResourceId,
+    ) -> Result<Option<T>, StoreError> {
+        let rows = self
+            .database
+            .with("a read", async |client| {
+                query(
+                    client,
+                    "SELECT data::text AS data FROM resources \
+                     WHERE organization_id = $1 AND kind = $2 AND id = $3",
+                    &[&org.0, &T::KIND.name(), &id.0],
+                )
+                .await
+            })
+            .await?;
+        rows.first().map(rows::resource).transpose()
+    }
+
+    /// One page of `org`'s resources of kind `T`, newest first.
+    pub async fn resource_page<T: Resource>(
+        &self,
+        org: OrgId,
+        before: Option<ResourceId>,
+        limit: usize,
+        parent: Option<ResourceId>,
+    ) -> Result<Page<T>, StoreError> {
+        let (before, parent) = (before.map(|b| b.0), parent.map(|p| p.0));
+        let rows = self
+            .database
+            .with("a read", async |client| {
+                query(
+                    client,
+                    "SELECT data::text AS data FROM resources \
+                     WHERE organization_id = $1 AND kind = $2 \
+                     AND ($3::uuid IS NULL OR id < $3) AND ($4::uuid IS NULL OR parent_id = $4) \
+                     ORDER BY id DESC LIMIT $5",
+                    &[
+                        &org.0,
+                        &T::KIND.name(),
+                        &before,
+                        &parent,
+                        &limit_plus_one(limit),
+                    ],
+                )
+                .await
+            })
+            .await?;
+        page(rows, limit, rows::resource)
+    }
+
+    /// One page of an organization's audit log, newest first.
+    pub async fn audit_page(
+        &self,
+        org: OrgId,
+        before: Option<AuditId>,
+        limit: usize,
+        action: Option<&str>,
+    ) -> Result<Page<AuditRecord>, StoreError> {
+        let before = before.map(|b| b.0);
+        let sql = format!(
+            "SELECT {} FROM audit_log WHERE organization_id = $1 \
+             AND ($2::uuid IS NULL OR id < $2) AND ($3::text IS NULL OR action = $3) \
+             ORDER BY id DESC LIMIT $4",
+            rows::AUDIT
+        );
+        let rows = self
+            .database
+            .with("a read", async |client| {
+                query(
+                    client,
+                    &sql,
+                    &[&org.0, &before, &action, &limit_plus_one(limit)],
+                )
+                .await
+            })
+            .await?;
+        page(rows, limit, rows::audit)
+    }
+
+    /// One page of an organization's delivery log, newest first.
+    pub async fn delivery_log_page(
+        &self,
+        org: OrgId,
+        before: Option<LogId>,
+        limit: usize,
+        filter: LogFilter<'_>,
+    ) -> Result<Page<LogRecord>, StoreError> {
+        let before = before.map(|b| b.0);
+        let outcome = filter.outcome.map(|o| rows::name_of(&o)).transpose()?;
+        let delivery = filter.delivery.map(|d| d.0);
+        let sql = format!(
+            "SELECT {} FROM delivery_log WHERE organization_id = $1 \
+             AND ($2::uuid IS NULL OR id < $2) AND ($3::text IS NULL OR event = $3) \
+             AND ($4::text IS NULL OR outcome = $4) AND ($5::uuid IS NULL OR delivery_id = $5) \
+             ORDER BY id DESC LIMIT $6",
+            rows::LOG
+        );
+        let rows = self
+            .database
+            .with("a read", async |client| {
+                query(
+                    client,
+                    &sql,
+                    &[
+                        &org.0,
+                        &before,
+                        &filter.event,
+                        &outcome,
+                        &delivery,
+                        &limit_plus_one(limit),
+                    ],
+                )
+                .await
+            })
+            .await?;
+        page(rows, limit, rows::log)
+    }
+
+    /// Up to `limit` of `org`'s jobs after `after`, oldest first.
+    pub async fn outbox_after(
+        &self,
+        org: OrgId,
+        after: Option<DeliveryId>,
+        limit: usize,
+    ) -> Result<Vec<Job>, StoreError> {
+        let after = after.map(|a| a.0);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let sql = format!(
+            "SELECT {} FROM outbox WHERE organization_id = $1 \
+             AND ($2::uuid IS NULL OR delivery_id > $2) ORDER BY delivery_id LIMIT $3",
+            rows::JOB
+        );
+        let rows = self
+            .database
+            .with("a read", async |client| {
+                query(client, &sql, &[&org.0, &after, &limit]).await
+            })
+            .await?;
+        rows.iter().map(rows::job).collect()
+    }
+
+    /// Each organization's first `limit` jobs and whether more wait: the
+    /// organizations found by skipping through the primary key, one index
+    /// probe each, however long their queues.
+    pub async fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
+        let sql = format!(
+            "WITH RECURSIVE orgs(id) AS ( \
+               (SELECT organization_id FROM outbox ORDER BY organization_id LIMIT 1) \
+               UNION ALL \
+               SELECT (SELECT organization_id FROM outbox WHERE organization_id > orgs.id \
+                       ORDER BY organization_id LIMIT 1) FROM orgs WHERE orgs.id IS NOT NULL) \
+             SELECT j.* FROM orgs CROSS JOIN LATERAL ( \
+               SELECT {} FROM outbox WHERE organization_id = orgs.id \
+               ORDER BY delivery_id LIMIT $1) j \
+             WHERE orgs.id IS NOT NULL ORDER BY j.organization_id, j.delivery_id",
+            rows::JOB
+        );
+        let rows = self
+            .database
+            .with("the outbox windows", async |client| {
+                query(client, &sql, &[&limit_plus_one(limit)]).await
+            })
+            .await?;
+        let mut windows: Vec<Window> = Vec::new();
+        for row in &rows {
+            let job = rows::job(row)?;
+            match windows.last_mut() {
+                Some(window) if window.org == job.organization_id => {
+                    if window.jobs.len() == limit {
+                        window.more = true;
+                    } else {
+                        window.jobs.push(job);
+                    }
+                }
+                _ => windows.push(Window {
+                    org: job.organization_id,
+                    jobs: vec![job],
+                    more: false,
+                }),
+            }
+        }
+        Ok(windows)
+    }
+
+    /// Unfinished deliveries in the outbox.
+    pub async fn outbox_len(&self) -> Result<usize, StoreError> {
+        let rows = self
+            .database
+            .with("a read", async |client| {
+                query(client, "SELECT count(*) AS n FROM outbox", &[]).await
+            })
+            .await?;
+        count(rows.first())
+    }
+
+    /// The database's size on disk, in bytes.
+    pub async fn size_on_disk(&self) -> Result<u64, StoreError> {
+        let rows = self
+            .database
+            .with("a read", async |client| {
+                query(
+                    client,
+                    "SELECT pg_database_size(current_database()) AS n",
+                    &[],
+                )
+                .await
+            })
+            .await?;
+        count(rows.first()).map(|n| n as u64)
+    }
+
+    /// Deletes all but the newest `keep` delivery-log records of `org`;
+    /// returns how many remain.
+    pub async fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StoreError> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        let rows = self.database.with("a log pruning", async |client| {
+                query(
+                    client,
+                    "WITH kept AS (SELECT id FROM delivery_log WHERE organization_id = $1 \
+                                   ORDER BY id DESC LIMIT $2), \
+                          gone AS (DELETE FROM delivery_log d WHERE d.organization_id = $1 \
+                                   AND d.id < (SELECT id FROM kept ORDER BY id LIMIT 1) RETURNING 1) \
+                     SELECT count(*) AS n FROM kept",
+                    &[&org.0, &keep],
+                )
+                .await
+            })
+            .await?;
+        count(rows.first())
+    }
+
+    /// Deletes the `count` oldest delivery-log records of `org`; returns
+    /// how many it deleted.
+    pub async fn trim_delivery_log(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
+        let limit = i64::try_from(count).unwrap_or(i64::MAX);
+        let deleted = self
+            .database
+            .with("a log trim", async |client| {
+                let statement = prepared(
+                    client,
+                    "DELETE FROM delivery_log WHERE organization_id = $1 AND id IN \
+                     (SELECT id FROM delivery_log WHERE organization_id = $1 ORDER BY id LIMIT $2)",
+                )
+                .await?;
+                client
+                    .execute(&statement, &[&org.0, &limit])
+                    .await
+                    .map_err(from_pg)
+            })
+            .await?;
+        Ok(deleted as usize)
+    }
+
+    /// Whether the database takes writes now (`GET /readyz`).
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        self.database
+            .with("the readiness probe", async |client| {
+                client.batch_execute("SELECT 1").await.map_err(from_pg)
+            })
+            .await
+    }
+}
+
+#[derive(Default)]
+struct OrgParts {
+    roles: Vec<crate::domain::role::Role>,
+    members: Vec<crate::domain::member::Membership>,
+    webhook: Option<crate::domain::webhook::WebhookEndpoint>,
+}
+
+fn count(row: Option<&Row>) -> Result<usize, StoreError> {
+    match row {
+        Some(row) => rows::get::<i64>(row, "n").map(|n| n.max(0) as usize),
+        None => Ok(0),
+    }
+}

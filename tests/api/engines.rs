@@ -1,0 +1,198 @@
+//! One test body, two storage engines. `on_both_engines!` runs a test on
+//! sled and on PostgreSQL; the server helpers read which engine the test
+//! runs on, and give every data directory its own fresh database (the same
+//! directory, the same database: a restart finds its state, as on sled).
+//!
+//! PostgreSQL comes from `ROLECALL_TEST_POSTGRES_URL`, a role that may
+//! create databases. Without it the PostgreSQL half is skipped, saying so,
+//! unless `ROLECALL_REQUIRE_POSTGRES=1` (CI), which makes it a failure.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Which engine the current test runs on.
+#[derive(Clone)]
+pub enum Engine {
+    Sled,
+    Postgres(Arc<Databases>),
+}
+
+tokio::task_local! {
+    static ENGINE: Engine;
+}
+
+impl Engine {
+    /// PostgreSQL, when the tests have one; `None` (the test is skipped,
+    /// with a printed reason) when they do not.
+    pub fn postgres(test: &str) -> Option<Engine> {
+        match std::env::var("ROLECALL_TEST_POSTGRES_URL") {
+            Ok(url) if !url.trim().is_empty() => Some(Engine::Postgres(Arc::new(Databases {
+                admin_url: url,
+                made: Mutex::new(HashMap::new()),
+            }))),
+            _ => {
+                assert!(
+                    std::env::var("ROLECALL_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                    "ROLECALL_REQUIRE_POSTGRES=1 but ROLECALL_TEST_POSTGRES_URL is not set"
+                );
+                eprintln!(
+                    "skipped {test} on PostgreSQL: set ROLECALL_TEST_POSTGRES_URL to a role that may \
+                     create databases (see README)"
+                );
+                None
+            }
+        }
+    }
+
+    /// Runs `test` on this engine.
+    pub async fn run<F: std::future::Future>(self, test: F) -> F::Output {
+        ENGINE.scope(self, test).await
+    }
+
+    /// The engine of the current test (sled outside `on_both_engines!`).
+    pub fn current() -> Engine {
+        ENGINE.try_with(Engine::clone).unwrap_or(Engine::Sled)
+    }
+
+    /// The settings that put a server on `data_dir` on this engine.
+    pub fn env_for(&self, data_dir: &Path) -> Vec<(String, String)> {
+        match self {
+            Engine::Sled => Vec::new(),
+            Engine::Postgres(databases) => vec![
+                ("ROLECALL_STORAGE__BACKEND".into(), "postgres".into()),
+                (
+                    "ROLECALL_STORAGE__POSTGRES_URL".into(),
+                    databases.url_for(data_dir),
+                ),
+            ],
+        }
+    }
+}
+
+/// The databases of one test, dropped with it.
+pub struct Databases {
+    admin_url: String,
+    made: Mutex<HashMap<PathBuf, String>>,
+}
+
+impl Databases {
+    /// The URL of the database of `data_dir`, made on first use.
+    pub fn url_for(&self, data_dir: &Path) -> String {
+        let mut made = self.made.lock().expect("databases");
+        let name = made
+            .entry(data_dir.to_owned())
+            .or_insert_with(|| {
+                let name = format!("rc_test_{}", uuid::Uuid::now_v7().simple());
+                admin(&self.admin_url, format!("CREATE DATABASE {name}"));
+                name
+            })
+            .clone();
+        with_database(&self.admin_url, &name)
+    }
+}
+
+impl Drop for Databases {
+    /// Drops the test's databases, unless `ROLECALL_TEST_KEEP_DATABASES=1`
+    /// keeps them to look into.
+    fn drop(&mut self) {
+        if std::env::var("ROLECALL_TEST_KEEP_DATABASES").as_deref() == Ok("1") {
+            return;
+        }
+        let made = self.made.lock().map(|m| m.clone()).unwrap_or_default();
+        for name in made.values() {
+            admin(
+                &self.admin_url,
+                format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            );
+        }
+    }
+}
+
+/// `url` with its database replaced by `name`.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let authority_end = base
+        .find("://")
+        .map(|scheme| scheme + 3)
+        .and_then(|start| base[start..].find('/').map(|slash| start + slash))
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{name}", &base[..authority_end]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
+/// Runs one statement as the test role, on a thread of its own (callers
+/// may be sync helpers or inside a runtime).
+pub fn admin(url: &str, sql: String) {
+    let url = url.to_owned();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap_or_else(|err| {
+                    panic!("cannot connect to ROLECALL_TEST_POSTGRES_URL: {err}")
+                });
+            tokio::spawn(connection);
+            client
+                .batch_execute(&sql)
+                .await
+                .unwrap_or_else(|err| panic!("{sql}: {err}"));
+        })
+    })
+    .join()
+    .expect("the admin statement ran");
+}
+
+/// Runs the test function on both engines: `mod name { fn sled; fn postgres }`.
+macro_rules! on_both_engines {
+    ($( $(#[$attr:meta])* async fn $name:ident() $body:block )+) => {
+        $(
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+
+                $(#[$attr])*
+                #[actix_web::test]
+                async fn sled() {
+                    crate::engines::Engine::Sled.run(async move $body).await
+                }
+
+                $(#[$attr])*
+                #[actix_web::test]
+                async fn postgres() {
+                    let test = concat!(module_path!(), "::", stringify!($name));
+                    if let Some(engine) = crate::engines::Engine::postgres(test) {
+                        engine.run(async move $body).await
+                    }
+                }
+            }
+        )+
+    };
+}
+
+#[test]
+fn database_urls_keep_their_options() {
+    assert_eq!(
+        with_database("postgres://u:p@127.0.0.1:5432/postgres", "rc_x"),
+        "postgres://u:p@127.0.0.1:5432/rc_x"
+    );
+    assert_eq!(
+        with_database("postgres://u@h/postgres?sslmode=disable", "rc_x"),
+        "postgres://u@h/rc_x?sslmode=disable"
+    );
+    assert_eq!(
+        with_database("postgres://u@h", "rc_x"),
+        "postgres://u@h/rc_x"
+    );
+}

@@ -1,0 +1,329 @@
+//! The PostgreSQL engine on its own: migrations and their refusal of a
+//! newer schema, the seed 2.4 guards enforced by the database itself, and
+//! an outage (the database cut off behind a TCP proxy) answered with 503
+//! and recovered from without a restart. Skipped, saying so, without
+//! `ROLECALL_TEST_POSTGRES_URL` (a failure with `ROLECALL_REQUIRE_POSTGRES=1`).
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::engines::{admin, Engine};
+use crate::helpers::*;
+use crate::receiver::{Behavior, TestReceiver};
+
+/// A fresh database for this test: its URL, and the guard that drops it.
+fn database(test: &str) -> Option<(String, Engine, tempfile::TempDir)> {
+    let engine = Engine::postgres(test)?;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = match &engine {
+        Engine::Postgres(databases) => databases.url_for(dir.path()),
+        Engine::Sled => unreachable!("postgres() gives PostgreSQL"),
+    };
+    Some((url, engine, dir))
+}
+
+fn migrate(url: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rolecall"))
+        .arg("migrate")
+        .env("ROLECALL_STORAGE__POSTGRES_URL", url)
+        .output()
+        .expect("rolecall migrate runs")
+}
+
+#[test]
+fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
+    let Some((url, _engine, dir)) = database("postgres::migrate") else {
+        return;
+    };
+    let first = migrate(&url);
+    assert!(first.status.success(), "{first:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout).trim(),
+        "migrated the schema from version 0 to 1"
+    );
+    let again = migrate(&url);
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&again.stdout).trim(),
+        "the schema is at version 1: nothing to do"
+    );
+
+    // A later release migrated it: this one refuses, naming both versions.
+    admin(
+        &url,
+        "INSERT INTO rolecall_schema (version, description) VALUES (7, 'from the future')".into(),
+    );
+    let refused = migrate(&url);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("schema is at version 7") && stderr.contains("versions up to 1"),
+        "{stderr}"
+    );
+    let serve = refused_start(
+        dir.path(),
+        &[
+            ("ROLECALL_STORAGE__BACKEND", "postgres"),
+            ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
+        ],
+    );
+    assert!(
+        serve.contains("schema is at version 7") && serve.contains("versions up to 1"),
+        "{serve}"
+    );
+}
+
+/// Runs `sql` and answers the error's SQLSTATE, if it failed.
+fn refusal(url: &str, sql: &str) -> Option<String> {
+    let (url, sql) = (url.to_owned(), sql.to_owned());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connects");
+            tokio::spawn(connection);
+            client
+                .batch_execute(&sql)
+                .await
+                .err()
+                .and_then(|err| err.code().map(|c| c.code().to_owned()))
+        })
+    })
+    .join()
+    .expect("ran")
+}
+
+#[actix_web::test]
+async fn the_database_itself_keeps_owner_immutable_and_member_undeletable() {
+    let Some((url, _engine, dir)) = database("postgres::guards") else {
+        return;
+    };
+    let app = spawn_app_with(&[
+        (
+            "ROLECALL_STORAGE__DATA_DIR",
+            &dir.path().display().to_string(),
+        ),
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", &url),
+    ])
+    .await;
+    let org = app.org("enterprise").await;
+    let owner = format!(
+        "UPDATE roles SET name = 'Boss' WHERE id = '{}'",
+        org.owner_role
+    );
+    assert_eq!(refusal(&url, &owner).as_deref(), Some("RC001"));
+    let gone = format!("DELETE FROM roles WHERE id = '{}'", org.owner_role);
+    assert_eq!(refusal(&url, &gone).as_deref(), Some("RC001"));
+    let member = format!("DELETE FROM roles WHERE id = '{}'", org.member_role);
+    assert_eq!(refusal(&url, &member).as_deref(), Some("RC002"));
+    let kind = format!(
+        "UPDATE roles SET is_system = false WHERE id = '{}'",
+        org.member_role
+    );
+    assert_eq!(refusal(&url, &kind).as_deref(), Some("RC003"));
+    let second_owner = format!(
+        "INSERT INTO roles SELECT organization_id, gen_random_uuid(), 'Owner 2', description, \
+         permissions, is_immutable, is_system, revision, created_at, updated_at \
+         FROM roles WHERE id = '{}'",
+        org.owner_role
+    );
+    assert_eq!(refusal(&url, &second_owner).as_deref(), Some("23505"));
+    // A membership cannot be left on a deleted role.
+    let ops = app.role(&org, "Ops", &["org:team:read"]).await;
+    app.member(&org, &ops).await;
+    let in_use = format!("DELETE FROM roles WHERE id = '{ops}'");
+    assert_eq!(refusal(&url, &in_use).as_deref(), Some("23503"));
+    // Typed columns operators can query.
+    let typed = format!(
+        "DO $$ BEGIN IF (SELECT permissions FROM roles WHERE id = '{ops}') \
+         <> ARRAY['org:team:read'] THEN RAISE EXCEPTION 'untyped' USING ERRCODE = 'RC999'; \
+         END IF; END $$"
+    );
+    assert_eq!(refusal(&url, &typed), None);
+}
+
+/// A TCP proxy to PostgreSQL that can cut every connection and refuse new
+/// ones, then let them through again.
+struct Proxy {
+    port: u16,
+    open: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let open = Arc::new(AtomicBool::new(true));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let (is_open, tracked) = (open.clone(), connections.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !is_open.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection is refused
+                }
+                let upstream = upstream.clone();
+                let task = tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(&upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                tracked.lock().expect("tracked").push(task.abort_handle());
+            }
+        });
+        Proxy {
+            port,
+            open,
+            connections,
+        }
+    }
+
+    fn cut(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        for connection in self.connections.lock().expect("tracked").drain(..) {
+            connection.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.open.store(true, Ordering::SeqCst);
+    }
+}
+
+/// `url` with its host and port replaced by `127.0.0.1:port`; and the
+/// host:port it had.
+fn through(url: &str, port: u16) -> (String, String) {
+    let start = url.find('@').map(|at| at + 1).expect("a URL with a user");
+    let end = start + url[start..].find('/').expect("a URL with a database");
+    let upstream = url[start..end].to_owned();
+    let upstream = if upstream.contains(':') {
+        upstream
+    } else {
+        format!("{upstream}:5432")
+    };
+    (
+        format!("{}127.0.0.1:{port}{}", &url[..start], &url[end..]),
+        upstream,
+    )
+}
+
+#[actix_web::test]
+async fn an_unreachable_database_answers_503_then_the_node_recovers_by_itself() {
+    let Some((url, _engine, dir)) = database("postgres::outage") else {
+        return;
+    };
+    let (_, upstream) = through(&url, 0);
+    let proxy = Proxy::start(upstream).await;
+    let (proxied, _) = through(&url, proxy.port);
+    let data_dir = dir.path().display().to_string();
+    let app = spawn_app_with(&[
+        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", proxied.as_str()),
+        ("ROLECALL_STORAGE__POSTGRES_CONNECT_TIMEOUT_MS", "500"),
+        ("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "1000"),
+        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+        ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "5000"),
+    ])
+    .await;
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["member.added"])
+        .await;
+
+    // An attempt in flight when the database goes away.
+    receiver.set(Behavior::slow(Duration::from_millis(1500)));
+    let (member, _) = app.member(&org, &org.member_role).await;
+    actix_web::rt::time::sleep(Duration::from_millis(300)).await;
+    proxy.cut();
+
+    let refused = app
+        .post(
+            &org.path("/roles"),
+            &org.owner_token,
+            json!({"name": "Auditors", "permissions": ["org:team:read"]}),
+        )
+        .await;
+    refused.problem(503, "STORAGE_UNAVAILABLE");
+    assert!(!refused.header("retry-after").is_empty(), "Retry-After");
+    let ready = app
+        .raw(Req::json(
+            actix_web::http::Method::GET,
+            "/readyz",
+            None,
+            None,
+        ))
+        .await;
+    ready.problem(503, "STORAGE_UNAVAILABLE");
+    // What is served from memory keeps working.
+    let roles = app
+        .get(&org.path("/roles"), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(roles["items"].as_array().map(Vec::len), Some(2));
+
+    // The attempt ends during the outage; its result waits to be recorded.
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    actix_web::rt::time::sleep(Duration::from_millis(1500)).await;
+    proxy.restore();
+
+    eventually(Duration::from_secs(15), "the node writes again", || async {
+        let created = app
+            .post(
+                &org.path("/roles"),
+                &org.owner_token,
+                json!({"name": "Auditors", "permissions": ["org:team:read"]}),
+            )
+            .await;
+        (created.status == 201).then_some(())
+    })
+    .await;
+    app.raw(Req::json(
+        actix_web::http::Method::GET,
+        "/readyz",
+        None,
+        None,
+    ))
+    .await
+    .expect(200);
+    let delivered = eventually(Duration::from_secs(15), "the attempt recorded", || async {
+        let log = app.deliveries(&org, "&event=member.added").await;
+        let done: Vec<_> = log
+            .into_iter()
+            .filter(|r| r["outcome"] == json!("succeeded"))
+            .collect();
+        (!done.is_empty()).then_some(done)
+    })
+    .await;
+    assert_eq!(delivered[0]["attempt"], json!(1));
+    let received = receiver.received();
+    let added: Vec<_> = received
+        .iter()
+        .filter(|r| r.json()["event"] == json!("member.added"))
+        .collect();
+    assert_eq!(added[0].json()["data"]["user_id"], json!(member));
+}
+
+#[test]
+fn proxied_urls_keep_everything_but_the_address() {
+    assert_eq!(
+        through("postgres://u:p@db.internal:6432/rc_1?sslmode=disable", 9999),
+        (
+            "postgres://u:p@127.0.0.1:9999/rc_1?sslmode=disable".to_owned(),
+            "db.internal:6432".to_owned()
+        )
+    );
+    assert_eq!(through("postgres://u@h/rc", 1).1, "h:5432");
+}
