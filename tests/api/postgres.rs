@@ -78,6 +78,27 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
     );
 }
 
+/// Runs `sql` and answers the first column of its rows as text.
+fn texts(url: &str, sql: &str) -> Vec<String> {
+    let (url, sql) = (url.to_owned(), sql.to_owned());
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("connects");
+            tokio::spawn(connection);
+            let rows = client.query(&sql, &[]).await.expect("the query runs");
+            rows.iter().map(|row| row.get::<_, String>(0)).collect()
+        })
+    })
+    .join()
+    .expect("ran")
+}
+
 /// Runs `sql` and answers the error's SQLSTATE, if it failed.
 fn refusal(url: &str, sql: &str) -> Option<String> {
     let (url, sql) = (url.to_owned(), sql.to_owned());
@@ -326,4 +347,57 @@ fn proxied_urls_keep_everything_but_the_address() {
         )
     );
     assert_eq!(through("postgres://u@h/rc", 1).1, "h:5432");
+}
+
+#[actix_web::test]
+async fn with_a_key_the_database_holds_only_sealed_secrets_and_only_that_key_opens_them() {
+    use crate::secrets_at_rest::{delivered_with, org_with_webhook, rotate, LOOPBACK};
+    use rolecall::secrets::SealingKey;
+
+    let Some(engine) = Engine::postgres("postgres::secrets_at_rest") else {
+        return;
+    };
+    let Engine::Postgres(databases) = engine.clone() else {
+        unreachable!("postgres() gives PostgreSQL")
+    };
+    engine
+        .run(async move {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let url = databases.url_for(dir.path());
+            let key = SealingKey::generate().expose();
+            let keyed = [
+                LOOPBACK[0],
+                LOOPBACK[1],
+                ("ROLECALL_STORAGE__SECRET_KEY", key.as_str()),
+            ];
+            let receiver = TestReceiver::start().await;
+            let mut server = Running::start(dir.path(), &keyed);
+            let (org, token, first) = org_with_webhook(&server, &receiver).await;
+            let second = rotate(&server, &org, &token).await;
+            delivered_with(&server, &receiver, &org, &token, &second).await;
+            server.stop_gracefully().await;
+
+            let stored = texts(&url, "SELECT secret FROM webhooks");
+            assert_eq!(stored.len(), 1);
+            assert!(SealingKey::is_sealed(&stored[0]), "sealed: {}", stored[0]);
+            for secret in [&first, &second] {
+                let encoded = secret.strip_prefix("whsec_").expect("whsec_ secret");
+                assert!(!stored[0].contains(encoded), "a secret is stored in clear");
+            }
+
+            let stderr = refused_start(dir.path(), &LOOPBACK);
+            assert!(stderr.contains("no storage.secret_key is set"), "{stderr}");
+            let wrong = SealingKey::generate().expose();
+            let stderr = refused_start(
+                dir.path(),
+                &[("ROLECALL_STORAGE__SECRET_KEY", wrong.as_str())],
+            );
+            assert!(
+                stderr.contains("does not decrypt the stored webhook secrets"),
+                "{stderr}"
+            );
+            let server = Running::start(dir.path(), &keyed);
+            delivered_with(&server, &receiver, &org, &token, &second).await;
+        })
+        .await;
 }

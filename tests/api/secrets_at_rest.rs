@@ -16,7 +16,7 @@ use crate::helpers::{refused_start, spawn_binary_capturing, Running, ADMIN};
 use crate::receiver::TestReceiver;
 use crate::webhook_delivery::service_signature;
 
-const LOOPBACK: [(&str, &str); 2] = [
+pub(crate) const LOOPBACK: [(&str, &str); 2] = [
     ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
     ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
 ];
@@ -56,7 +56,10 @@ fn rekey(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
 
 /// An organization whose webhook to `receiver` is saved; answers the org
 /// id, the owner's token and the signing secret revealed by the test.
-async fn org_with_webhook(server: &Running, receiver: &TestReceiver) -> (String, String, String) {
+pub(crate) async fn org_with_webhook(
+    server: &Running,
+    receiver: &TestReceiver,
+) -> (String, String, String) {
     let (owner, token) = server.user(ADMIN, "owner@secrets.test").await;
     let org = server
         .post(
@@ -91,7 +94,7 @@ async fn org_with_webhook(server: &Running, receiver: &TestReceiver) -> (String,
 }
 
 /// Rotates the org's webhook secret as its owner; answers the new one.
-async fn rotate(server: &Running, org: &str, token: &str) -> String {
+pub(crate) async fn rotate(server: &Running, org: &str, token: &str) -> String {
     let rotated = server
         .post(
             &format!("/organizations/{org}/webhook/rotate"),
@@ -105,7 +108,7 @@ async fn rotate(server: &Running, org: &str, token: &str) -> String {
 }
 
 /// Creates a task and asserts its delivery is signed with `secret`.
-async fn delivered_with(
+pub(crate) async fn delivered_with(
     server: &Running,
     receiver: &TestReceiver,
     org: &str,
