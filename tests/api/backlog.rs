@@ -49,17 +49,7 @@ async fn a_backlog_waits_on_disk_and_is_delivered_in_order_once_the_endpoint_ans
         ("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "100"),
     ];
     let mut server = Running::start(dir.path(), &env);
-    let (owner, token) = server.user(ADMIN, "owner@backlog.test").await;
-    let org = server
-        .post(
-            "/admin/organizations",
-            ADMIN,
-            json!({"name": "Backlog", "plan": "free", "owner_user_id": owner}),
-        )
-        .await
-        .expect(201)
-        .json();
-    let org = org["id"].as_str().expect("org id").to_owned();
+    let (org, token) = server.org(ADMIN, "Backlog").await;
     // The webhook test must pass: answer it at once, then go down again.
     receiver.script(vec![Behavior::ok()]);
     let hook = format!("http://127.0.0.1:{}/hook", receiver.port);

@@ -102,17 +102,7 @@ fn assert_unavailable(reply: &Reply, what: &str) {
 /// One organization with a webhook to `receiver` (subscribed to
 /// `task.created`), and its owner's token.
 async fn organization(server: &Running, receiver: &TestReceiver) -> (String, String) {
-    let (owner, token) = server.user(ADMIN, "owner@full.test").await;
-    let org = server
-        .post(
-            "/admin/organizations",
-            ADMIN,
-            json!({"name": "Full", "plan": "free", "owner_user_id": owner}),
-        )
-        .await
-        .expect(201)
-        .json();
-    let org = org["id"].as_str().expect("org id").to_owned();
+    let (org, token) = server.org(ADMIN, "Full").await;
     let hook = format!("http://127.0.0.1:{}/hook", receiver.port);
     let test = server
         .post(

@@ -128,9 +128,16 @@ pub fn with_database(url: &str, name: &str) -> String {
     out
 }
 
-/// Runs one statement as the test role, on a thread of its own (callers
-/// may be sync helpers or inside a runtime).
-pub fn admin(url: &str, sql: String) {
+/// Runs `work` with a client of `url`, on a thread of its own (callers
+/// may be sync helpers or inside a runtime), and answers what it answers.
+pub fn on_database<T, F>(
+    url: &str,
+    work: impl FnOnce(tokio_postgres::Client) -> F + Send + 'static,
+) -> T
+where
+    F: std::future::Future<Output = T>,
+    T: Send + 'static,
+{
     let url = url.to_owned();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -140,18 +147,23 @@ pub fn admin(url: &str, sql: String) {
         runtime.block_on(async {
             let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
-                .unwrap_or_else(|err| {
-                    panic!("cannot connect to ROLECALL_TEST_POSTGRES_URL: {err}")
-                });
+                .unwrap_or_else(|err| panic!("cannot connect to {url}: {err}"));
             tokio::spawn(connection);
-            client
-                .batch_execute(&sql)
-                .await
-                .unwrap_or_else(|err| panic!("{sql}: {err}"));
+            work(client).await
         })
     })
     .join()
-    .expect("the admin statement ran");
+    .expect("the database work ran")
+}
+
+/// Runs one statement as the test role.
+pub fn admin(url: &str, sql: String) {
+    on_database(url, |client| async move {
+        client
+            .batch_execute(&sql)
+            .await
+            .unwrap_or_else(|err| panic!("{sql}: {err}"));
+    })
 }
 
 /// Runs the test function on both engines: `mod name { fn sled; fn postgres }`.

@@ -678,6 +678,23 @@ impl Running {
         (id, token["token"].as_str().expect("token").to_owned())
     }
 
+    /// A new free organization named `name`, made with `admin`, and its
+    /// owner's token: (org id, owner token).
+    pub async fn org(&self, admin: &str, name: &str) -> (String, String) {
+        let email = format!("owner@{}.test", name.to_lowercase());
+        let (owner, token) = self.user(admin, &email).await;
+        let org = self
+            .post(
+                "/admin/organizations",
+                admin,
+                json!({"name": name, "plan": "free", "owner_user_id": owner}),
+            )
+            .await
+            .expect(201)
+            .json();
+        (org["id"].as_str().expect("org id").to_owned(), token)
+    }
+
     /// Sends SIGTERM and waits (polling, at most 10 s) for the exit; asserts exit 0.
     pub async fn stop_gracefully(&mut self) {
         let pid = self.server.child.id();

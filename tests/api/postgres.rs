@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::engines::{admin, Engine};
+use crate::engines::{admin, on_database, Engine};
 use crate::helpers::*;
 use crate::receiver::{Behavior, TestReceiver};
 
@@ -80,47 +80,23 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
 
 /// Runs `sql` and answers the first column of its rows as text.
 fn texts(url: &str, sql: &str) -> Vec<String> {
-    let (url, sql) = (url.to_owned(), sql.to_owned());
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async {
-            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .expect("connects");
-            tokio::spawn(connection);
-            let rows = client.query(&sql, &[]).await.expect("the query runs");
-            rows.iter().map(|row| row.get::<_, String>(0)).collect()
-        })
+    let sql = sql.to_owned();
+    on_database(url, |client| async move {
+        let rows = client.query(&sql, &[]).await.expect("the query runs");
+        rows.iter().map(|row| row.get::<_, String>(0)).collect()
     })
-    .join()
-    .expect("ran")
 }
 
 /// Runs `sql` and answers the error's SQLSTATE, if it failed.
 fn refusal(url: &str, sql: &str) -> Option<String> {
-    let (url, sql) = (url.to_owned(), sql.to_owned());
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async {
-            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .expect("connects");
-            tokio::spawn(connection);
-            client
-                .batch_execute(&sql)
-                .await
-                .err()
-                .and_then(|err| err.code().map(|c| c.code().to_owned()))
-        })
+    let sql = sql.to_owned();
+    on_database(url, |client| async move {
+        client
+            .batch_execute(&sql)
+            .await
+            .err()
+            .and_then(|err| err.code().map(|c| c.code().to_owned()))
     })
-    .join()
-    .expect("ran")
 }
 
 #[actix_web::test]

@@ -60,17 +60,7 @@ pub(crate) async fn org_with_webhook(
     server: &Running,
     receiver: &TestReceiver,
 ) -> (String, String, String) {
-    let (owner, token) = server.user(ADMIN, "owner@secrets.test").await;
-    let org = server
-        .post(
-            "/admin/organizations",
-            ADMIN,
-            json!({"name": "Sealed", "plan": "free", "owner_user_id": owner}),
-        )
-        .await
-        .expect(201)
-        .json();
-    let org = org["id"].as_str().expect("org id").to_owned();
+    let (org, token) = server.org(ADMIN, "Sealed").await;
     let test = server
         .post(
             &format!("/organizations/{org}/webhook/test"),
