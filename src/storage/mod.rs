@@ -12,6 +12,7 @@
 //! that knows sled and bincode), and PostgreSQL for installations that
 //! outgrow one machine (`storage/postgres/`, the only code that knows SQL).
 
+pub mod copy;
 pub mod postgres;
 mod sealed;
 mod sled;
@@ -30,7 +31,7 @@ use crate::domain::user::{TokenRecord, User};
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::SealingKey;
 
-pub use self::postgres::PgStore;
+pub use self::postgres::{Import, PgStore};
 pub use self::sled::{Rekeyed, SledStore, Tuning};
 
 type Cause = Box<dyn std::error::Error + Send + Sync>;
@@ -211,6 +212,58 @@ impl LogFilter<'_> {
         self.event.is_none_or(|e| record.event == e)
             && self.outcome.is_none_or(|o| record.outcome == o)
             && self.delivery.is_none_or(|d| record.delivery_id == d)
+    }
+}
+
+/// How many records of each kind a store holds: what `rolecall storage
+/// copy` checks on both sides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Users.
+    pub users: u64,
+    /// API tokens.
+    pub tokens: u64,
+    /// Organizations.
+    pub organizations: u64,
+    /// Roles, system roles included.
+    pub roles: u64,
+    /// Memberships.
+    pub memberships: u64,
+    /// Webhook endpoints.
+    pub webhooks: u64,
+    /// Audit records.
+    pub audit_records: u64,
+    /// Workspace resources of every kind.
+    pub resources: u64,
+    /// Unfinished deliveries.
+    pub deliveries: u64,
+    /// Delivery-log records.
+    pub log_records: u64,
+    /// Whether an admin-token hash is stored (0 or 1).
+    pub admin_tokens: u64,
+}
+
+impl Counts {
+    /// Each kind's name and count, in the order of a report.
+    pub fn named(&self) -> [(&'static str, u64); 11] {
+        [
+            ("users", self.users),
+            ("tokens", self.tokens),
+            ("organizations", self.organizations),
+            ("roles", self.roles),
+            ("memberships", self.memberships),
+            ("webhook endpoints", self.webhooks),
+            ("audit records", self.audit_records),
+            ("workspace resources", self.resources),
+            ("unfinished deliveries", self.deliveries),
+            ("delivery-log records", self.log_records),
+            ("admin tokens", self.admin_tokens),
+        ]
+    }
+
+    /// Every record, whatever its kind.
+    pub fn total(&self) -> u64 {
+        self.named().iter().map(|(_, n)| n).sum()
     }
 }
 
@@ -444,6 +497,14 @@ impl Store {
         match self {
             Store::Sled(store) => store.outbox_len().await,
             Store::Postgres(store) => store.outbox_len().await,
+        }
+    }
+
+    /// How many records of each kind the store holds.
+    pub async fn counts(&self) -> Result<Counts, StoreError> {
+        match self {
+            Store::Sled(store) => store.counts(),
+            Store::Postgres(store) => store.counts().await,
         }
     }
 

@@ -34,6 +34,7 @@ mod restart;
 mod roles;
 mod secrets_at_rest;
 mod smoke;
+mod storage_copy;
 mod webhook_crash;
 mod webhook_delivery;
 mod webhook_isolation;

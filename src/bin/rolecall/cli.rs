@@ -31,6 +31,9 @@ pub enum Command {
     /// Drive a server with load scenarios and report throughput and latency
     /// (see BENCHMARKS.md).
     Load(crate::load::LoadArgs),
+    /// Operations on a stopped installation's storage: copy a single node's sled data
+    /// directory into PostgreSQL.
+    Storage(crate::storage_cli::StorageArgs),
     /// Bring the PostgreSQL schema (storage.postgres_url) to this build's
     /// version, as a node does at start; refuses a newer schema.
     Migrate {

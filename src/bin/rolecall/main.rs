@@ -5,6 +5,8 @@
 mod admin_cli;
 mod cli;
 mod load;
+mod progress;
+mod storage_cli;
 
 use std::process::ExitCode;
 
@@ -31,6 +33,16 @@ fn main() -> ExitCode {
             }
         },
         Command::Migrate { config } => migrate(config.as_deref()),
+        Command::Storage(args) => match storage_cli::run(args) {
+            Ok(output) => {
+                println!("{output}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("rolecall storage: {err}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Load(args) => match load::run(args) {
             Ok(_) => ExitCode::SUCCESS,
             Err(err) => {

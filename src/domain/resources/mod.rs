@@ -39,6 +39,12 @@ macro_rules! resource_kinds {
             pub fn name(self) -> &'static str {
                 match self { $( ResourceKind::$variant => <$ty as Resource>::NAME, )* }
             }
+
+            /// Runs `work` with this kind's type, for code generic over
+            /// [`Resource`] that is handed a kind at run time.
+            pub fn with_type<W: WithKind>(self, work: W) -> W::Output {
+                match self { $( ResourceKind::$variant => work.run::<$ty>(), )* }
+            }
         }
 
         /// A resource of any kind. It serializes exactly as the value it holds.
@@ -81,6 +87,15 @@ resource_kinds! {
     Project(projects::Project),
     Import(imports::Import),
     Analysis(analyses::Analysis),
+}
+
+/// Work generic over the type of a kind of resource
+/// ([`ResourceKind::with_type`]).
+pub trait WithKind {
+    /// What the work gives.
+    type Output;
+    /// Does the work for the resources of type `T`.
+    fn run<T: Resource>(self) -> Self::Output;
 }
 
 /// A kind of workspace resource.

@@ -18,7 +18,7 @@ const STEPS: &[(&str, &str)] = &[(
 pub const VERSION: i32 = STEPS.len() as i32;
 
 /// The advisory lock every node takes to migrate ("rolecall" in ASCII).
-const LOCK: i64 = 0x726f_6c65_6361_6c6c;
+pub const LOCK: i64 = 0x726f_6c65_6361_6c6c;
 
 /// What [`migrate`] found and did.
 #[derive(Debug, PartialEq, Eq)]

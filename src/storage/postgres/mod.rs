@@ -11,6 +11,7 @@ mod batch;
 mod connect;
 mod error;
 mod group_commit;
+mod import;
 pub mod migrate;
 mod read;
 mod rows;
@@ -30,6 +31,7 @@ use group_commit::GroupCommit;
 use transact::{finish_transaction, in_transaction, prepared, Database};
 
 pub use connect::Settings;
+pub use import::Import;
 pub use migrate::Migrated;
 
 /// A pool of connections to one database, and its group commit.

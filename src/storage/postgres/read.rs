@@ -2,7 +2,7 @@
 //! id (ids are time-ordered), one row beyond the page telling whether more
 //! remain.
 
-use deadpool_postgres::Object;
+use deadpool_postgres::ClientWrapper;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -16,11 +16,11 @@ use crate::domain::org_state::OrgState;
 use crate::domain::resources::Resource;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::storage::sealed::opened;
-use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
+use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, Window};
 
 /// Runs one query on `client`.
 pub async fn query(
-    client: &Object,
+    client: &ClientWrapper,
     sql: &str,
     params: &[&(dyn ToSql + Sync)],
 ) -> Result<Vec<Row>, StoreError> {
@@ -319,6 +319,13 @@ impl PgStore {
         Ok(windows)
     }
 
+    /// See [`crate::storage::Store::counts`].
+    pub async fn counts(&self) -> Result<Counts, StoreError> {
+        self.database
+            .with("a count", async |client| counts(client).await)
+            .await
+    }
+
     /// Unfinished deliveries in the outbox.
     pub async fn outbox_len(&self) -> Result<usize, StoreError> {
         let rows = self
@@ -403,6 +410,39 @@ struct OrgParts {
     roles: Vec<crate::domain::role::Role>,
     members: Vec<crate::domain::member::Membership>,
     webhook: Option<crate::domain::webhook::WebhookEndpoint>,
+}
+
+/// How many rows each table holds, in one statement.
+pub async fn counts(client: &ClientWrapper) -> Result<Counts, StoreError> {
+    const SQL: &str = "SELECT (SELECT count(*) FROM users) AS users, \
+         (SELECT count(*) FROM tokens) AS tokens, \
+         (SELECT count(*) FROM organizations) AS organizations, \
+         (SELECT count(*) FROM roles) AS roles, \
+         (SELECT count(*) FROM memberships) AS memberships, \
+         (SELECT count(*) FROM webhooks) AS webhooks, \
+         (SELECT count(*) FROM audit_log) AS audit_log, \
+         (SELECT count(*) FROM resources) AS resources, \
+         (SELECT count(*) FROM outbox) AS outbox, \
+         (SELECT count(*) FROM delivery_log) AS delivery_log, \
+         (SELECT count(*) FROM admin_token) AS admin_token";
+    let rows = query(client, SQL, &[]).await?;
+    let row = rows
+        .first()
+        .ok_or_else(|| StoreError::Engine("the count answered no row".into()))?;
+    let get = |column: &str| rows::get::<i64>(row, column).map(|n| n.max(0) as u64);
+    Ok(Counts {
+        users: get("users")?,
+        tokens: get("tokens")?,
+        organizations: get("organizations")?,
+        roles: get("roles")?,
+        memberships: get("memberships")?,
+        webhooks: get("webhooks")?,
+        audit_records: get("audit_log")?,
+        resources: get("resources")?,
+        deliveries: get("outbox")?,
+        log_records: get("delivery_log")?,
+        admin_tokens: get("admin_token")?,
+    })
 }
 
 fn count(row: Option<&Row>) -> Result<usize, StoreError> {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use deadpool_postgres::{Object, Pool};
+use deadpool_postgres::{ClientWrapper, Object, Pool};
 use futures_util::future::join_all;
 use tokio_postgres::Statement as Prepared;
 
@@ -72,7 +72,7 @@ pub fn discard(client: Object) {
 }
 
 /// Prepares `sql` (once per connection).
-pub async fn prepared(client: &Object, sql: &str) -> Result<Prepared, StoreError> {
+pub async fn prepared(client: &ClientWrapper, sql: &str) -> Result<Prepared, StoreError> {
     client.prepare_cached(sql).await.map_err(from_pg)
 }
 
@@ -100,7 +100,7 @@ pub async fn finish_transaction(
 
 /// Prepares every statement (once per connection; pipelined).
 async fn prepare_all(
-    client: &Object,
+    client: &ClientWrapper,
     statements: &[Statement],
 ) -> Result<Vec<Prepared>, StoreError> {
     join_all(statements.iter().map(|s| client.prepare_cached(s.sql)))
@@ -110,6 +110,17 @@ async fn prepare_all(
         .map_err(from_pg)
 }
 
+/// `statements`, sent together, in a transaction already begun, which
+/// stays open.
+pub async fn run_in_transaction(
+    client: &ClientWrapper,
+    statements: &[Statement],
+) -> Result<(), StoreError> {
+    let prepared = prepare_all(client, statements).await?;
+    let params: Vec<_> = statements.iter().map(Statement::params).collect();
+    executions(client, &prepared, &params).await
+}
+
 /// Sends the executions, then COMMIT, without waiting in between.
 async fn run_and_commit(
     client: &Object,
@@ -117,15 +128,29 @@ async fn run_and_commit(
     prepared: &[Prepared],
 ) -> Result<(), StoreError> {
     let params: Vec<_> = statements.iter().map(Statement::params).collect();
+    let (ran, committed) = futures_util::join!(
+        executions(client, prepared, &params),
+        client.batch_execute("COMMIT")
+    );
+    ran?;
+    committed.map_err(from_pg)
+}
+
+/// Runs every prepared statement with its parameters, pipelined; the first
+/// error, if any.
+async fn executions(
+    client: &ClientWrapper,
+    prepared: &[Prepared],
+    params: &[Vec<&(dyn tokio_postgres::types::ToSql + Sync)>],
+) -> Result<(), StoreError> {
     let runs = join_all(
         prepared
             .iter()
-            .zip(&params)
+            .zip(params)
             .map(|(statement, params)| client.execute(statement, params)),
     );
-    let (ran, committed) = futures_util::join!(runs, client.batch_execute("COMMIT"));
-    for result in ran {
+    for result in runs.await {
         result.map_err(from_pg)?;
     }
-    committed.map_err(from_pg)
+    Ok(())
 }

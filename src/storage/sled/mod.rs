@@ -32,7 +32,7 @@ use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::{SealingKey, Secret};
 use crate::storage::sealed::{self, Resealed};
-use crate::storage::{Durability, Loaded, LogFilter, Page, StoreError, Window};
+use crate::storage::{Counts, Durability, Loaded, LogFilter, Page, StoreError, Window};
 use codec::decode;
 use engine::{Engine, Slot};
 use group_commit::GroupCommit;
@@ -221,6 +221,11 @@ impl SledStore {
     /// The database's size on disk in bytes.
     pub fn size_on_disk(&self) -> Result<u64, StoreError> {
         self.read(|engine| engine.db.size_on_disk().map_err(StoreError::engine))
+    }
+
+    /// See [`crate::storage::Store::counts`]: a count of keys per tree.
+    pub fn counts(&self) -> Result<Counts, StoreError> {
+        self.read(Engine::counts)
     }
 
     /// The stored admin-token hash, if any.

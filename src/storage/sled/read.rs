@@ -15,7 +15,7 @@ use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::SealingKey;
 use crate::storage::sealed::opened;
-use crate::storage::{Loaded, LogFilter, Page, StoreError, Window};
+use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, Window};
 
 /// An outbox key too short to hold an organization id.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +30,25 @@ impl Engine {
             .get(keys::ADMIN_TOKEN_SHA256)
             .map_err(StoreError::engine)?;
         Ok(value.and_then(|v| <[u8; 32]>::try_from(v.as_ref()).ok()))
+    }
+
+    /// How many records of each kind are stored: the keys of each tree
+    /// (the index trees repeat the keys of their tables).
+    pub fn counts(&self) -> Result<Counts, StoreError> {
+        let len = |tree| self.tree(tree).len() as u64;
+        Ok(Counts {
+            users: len(TreeName::Users),
+            tokens: len(TreeName::Tokens),
+            organizations: len(TreeName::Orgs),
+            roles: len(TreeName::Roles),
+            memberships: len(TreeName::Members),
+            webhooks: len(TreeName::Webhooks),
+            audit_records: len(TreeName::Audit),
+            resources: len(TreeName::Resources),
+            deliveries: len(TreeName::Outbox),
+            log_records: len(TreeName::DeliveryLog),
+            admin_tokens: u64::from(self.admin_token_hash()?.is_some()),
+        })
     }
 
     /// Reads everything the in-memory state is built from.
