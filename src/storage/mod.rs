@@ -32,7 +32,8 @@ use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::SealingKey;
 
 pub use self::postgres::{Import, PgStore};
-pub use self::sled::{Rekeyed, SledStore, Tuning};
+pub use self::sealed::Rekeyed;
+pub use self::sled::{SledStore, Tuning};
 
 type Cause = Box<dyn std::error::Error + Send + Sync>;
 

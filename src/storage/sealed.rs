@@ -3,6 +3,7 @@
 //! is set, opened again as they are read.
 
 use crate::domain::webhook::WebhookEndpoint;
+use crate::ids::OrgId;
 use crate::secrets::{SealingKey, Secret};
 use crate::storage::StoreError;
 
@@ -50,8 +51,41 @@ pub fn opened(
     Ok(WebhookEndpoint { secret, ..endpoint })
 }
 
+/// What `rolecall admin rekey` changed.
+#[derive(Debug, Default)]
+pub struct Rekeyed {
+    /// Secrets stored anew (re-encrypted, or stored in clear).
+    pub changed: usize,
+    /// Organizations whose secret did not open and was replaced.
+    pub replaced: Vec<OrgId>,
+}
+
+impl Rekeyed {
+    /// `stored` resealed as [`reseal`] does, counted; `None` when it stays
+    /// as it is.
+    pub fn reseal(
+        &mut self,
+        stored: WebhookEndpoint,
+        from: Option<&SealingKey>,
+        to: Option<&SealingKey>,
+        replace_unreadable: Option<fn() -> Secret>,
+    ) -> Result<Option<WebhookEndpoint>, StoreError> {
+        let org = stored.organization_id;
+        let endpoint = match reseal(stored, from, to, replace_unreadable)? {
+            Resealed::Unchanged => return Ok(None),
+            Resealed::Changed(endpoint) => endpoint,
+            Resealed::Replaced(endpoint) => {
+                self.replaced.push(org);
+                endpoint
+            }
+        };
+        self.changed += 1;
+        Ok(Some(endpoint))
+    }
+}
+
 /// What resealing a stored endpoint comes to (see [`reseal`]).
-pub enum Resealed {
+enum Resealed {
     /// Already stored as `to` wants it: nothing to write.
     Unchanged,
     /// Store this instead.
@@ -64,7 +98,7 @@ pub enum Resealed {
 /// clear) first. A secret that does not open is replaced by
 /// `replace_unreadable`, or refuses. Opening checks the key even when
 /// nothing is to change.
-pub fn reseal(
+fn reseal(
     stored: WebhookEndpoint,
     from: Option<&SealingKey>,
     to: Option<&SealingKey>,

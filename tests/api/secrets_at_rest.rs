@@ -1,7 +1,8 @@
 //! Webhook signing secrets encrypted at rest (`storage.secret_key`): with a
 //! key, no secret byte is anywhere in the data directory; a wrong key, or
 //! none, stops start-up with a clear message; `rolecall admin rekey`
-//! changes keys offline; the log says which mode is in force.
+//! changes keys offline, on both engines; the log says which mode is in
+//! force.
 
 use std::path::Path;
 use std::process::Command;
@@ -45,6 +46,7 @@ fn rekey(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
         .args(["admin", "rekey", "--data-dir"])
         .arg(dir)
         .args(args)
+        .envs(crate::engines::Engine::current().env_for(dir))
         .output()
         .expect("rekey runs");
     (
@@ -186,7 +188,7 @@ async fn with_a_key_no_secret_byte_reaches_the_disk_and_only_that_key_opens_them
     delivered_with(&server, &receiver, &org, &token, &second).await;
 }
 
-#[actix_web::test]
+on_both_engines! {
 async fn rekey_moves_the_secrets_to_a_new_key_and_in_and_out_of_clear() {
     let dir = tempfile::tempdir().expect("tempdir");
     let receiver = TestReceiver::start().await;
@@ -245,8 +247,9 @@ async fn rekey_moves_the_secrets_to_a_new_key_and_in_and_out_of_clear() {
     let server = Running::start(dir.path(), &LOOPBACK);
     delivered_with(&server, &receiver, &org, &token, &secret).await;
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_key_set_on_an_installation_in_clear_encrypts_its_secrets() {
     let dir = tempfile::tempdir().expect("tempdir");
     let receiver = TestReceiver::start().await;
@@ -266,8 +269,9 @@ async fn a_key_set_on_an_installation_in_clear_encrypts_its_secrets() {
     let stderr = refused_start(dir.path(), &LOOPBACK);
     assert!(stderr.contains("no storage.secret_key is set"), "{stderr}");
 }
+}
 
-#[actix_web::test]
+on_both_engines! {
 async fn a_lost_key_is_survived_by_replacing_the_secrets_it_sealed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let receiver = TestReceiver::start().await;
@@ -326,4 +330,5 @@ async fn a_lost_key_is_survived_by_replacing_the_secrets_it_sealed() {
     );
     let secret = rotate(&server, &org, &token).await;
     delivered_with(&server, &receiver, &org, &token, &secret).await;
+}
 }

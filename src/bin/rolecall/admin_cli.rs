@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use actix_web::http::Method;
 use clap::{Args, Subcommand, ValueEnum};
+use rolecall::config::{Backend, Config};
 use rolecall::secrets::SealingKey;
-use rolecall::storage::SledStore;
+use rolecall::storage::{PgStore, SledStore};
 use rolecall::webhooks::client::tls_config;
 use rolecall::webhooks::signing::new_secret;
 use serde_json::{json, Value};
@@ -58,8 +59,9 @@ pub enum AdminCommand {
     #[command(subcommand)]
     Org(OrgCommand),
     /// Re-encrypt the stored webhook secrets with another key (storage.secret_key), on the
-    /// data directory of a stopped server (--data-dir). Without a from-key they are read in
-    /// clear; without a to-key they are stored in clear. Key files keep keys out of `ps`.
+    /// data directory of a stopped server (--data-dir), or with storage.backend = "postgres"
+    /// on its database (storage.postgres_url). Without a from-key they are read in clear;
+    /// without a to-key they are stored in clear. Key files keep keys out of `ps`.
     Rekey(RekeyArgs),
 }
 
@@ -82,6 +84,10 @@ pub struct RekeyArgs {
     /// (the organizations listed must rotate theirs and hand it to their subscribers).
     #[arg(long)]
     pub replace_unreadable: bool,
+    /// A TOML file overlaid on the built-in defaults, for storage.backend and
+    /// storage.postgres_url; ROLECALL_STORAGE__* environment variables override both.
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
 }
 
 /// A key given inline or in a file; `None` when neither.
@@ -101,22 +107,40 @@ fn key_from(
         .map_err(|err| format!("{what}: {err}"))
 }
 
-/// `rolecall admin rekey`: the whole change, or none of it.
-fn rekey(args: &RekeyArgs, data_dir: &Path) -> Result<String, String> {
+/// `rolecall admin rekey`: the whole change, or none of it, on the
+/// configured engine.
+fn rekey(args: &RekeyArgs, data_dir: Option<&Path>) -> Result<String, String> {
     let from = key_from(&args.from_key, &args.from_key_file, "--from-key")?;
     let to = key_from(&args.to_key, &args.to_key_file, "--to-key")?;
     let replace = args.replace_unreadable.then_some(new_secret as fn() -> _);
-    let rekeyed = SledStore::rekey(data_dir, from.as_ref(), to.as_ref(), replace)
-        .map_err(|err| rolecall::telemetry::cause_chain(&err))?;
+    let config =
+        Config::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
+    let (rekeyed, place) = match config.storage.backend {
+        Backend::Postgres => {
+            let settings = config.storage.postgres()?;
+            let rekeyed = actix_web::rt::System::new().block_on(PgStore::rekey(
+                &settings,
+                from.as_ref(),
+                to.as_ref(),
+                replace,
+            ));
+            (rekeyed, PgStore::describe(&settings))
+        }
+        Backend::Sled => {
+            let dir = data_dir.map_or(config.storage.data_dir, Path::to_path_buf);
+            let rekeyed = SledStore::rekey(&dir, from.as_ref(), to.as_ref(), replace);
+            (rekeyed, dir.display().to_string())
+        }
+    };
+    let rekeyed = rekeyed.map_err(|err| rolecall::telemetry::cause_chain(&err))?;
     let now = if to.is_some() {
         "encrypted with the new key"
     } else {
         "stored in clear"
     };
     let mut report = format!(
-        "{} webhook secret(s) in {} are now {now}",
-        rekeyed.changed,
-        data_dir.display()
+        "{} webhook secret(s) in {place} are now {now}",
+        rekeyed.changed
     );
     if !rekeyed.replaced.is_empty() {
         report.push_str(&format!(
@@ -313,7 +337,7 @@ pub fn run(args: AdminArgs) -> Result<String, String> {
         let AdminCommand::Rekey(rekey_args) = &args.command else {
             return Err("this command calls no server".into());
         };
-        return rekey(rekey_args, &data_dir(args.data_dir.as_deref()));
+        return rekey(rekey_args, args.data_dir.as_deref());
     };
     let token = admin_token(args.data_dir.as_deref())?;
     let url = format!("{}{}", args.url.trim_end_matches('/'), call.path);

@@ -14,6 +14,7 @@ mod group_commit;
 mod import;
 pub mod migrate;
 mod read;
+mod reseal;
 mod rows;
 mod transact;
 
@@ -23,12 +24,11 @@ use crate::domain::change::Write;
 use crate::domain::resources::Resource;
 use crate::ids::{OrgId, ResourceId};
 use crate::secrets::SealingKey;
-use crate::storage::sealed::{self, Resealed};
-use crate::storage::{Durability, StoreError};
+use crate::storage::{Durability, Rekeyed, StoreError};
 use batch::statements;
 use error::from_pg;
 use group_commit::GroupCommit;
-use transact::{finish_transaction, in_transaction, prepared, Database};
+use transact::{finish_transaction, prepared, Database};
 
 pub use connect::Settings;
 pub use import::Import;
@@ -50,6 +50,37 @@ impl PgStore {
     /// stored webhook secrets against `key` (sealing those in clear when a
     /// key is set).
     pub async fn open(settings: &Settings, key: Option<SealingKey>) -> Result<Self, StoreError> {
+        let store = PgStore::connect(settings, key).await?;
+        let key = store.key.as_ref();
+        let sealed = store.reseal(key, key, None).await?.changed;
+        if sealed > 0 {
+            tracing::info!(
+                count = sealed,
+                "sealed webhook secrets stored in clear with storage.secret_key"
+            );
+        }
+        Ok(store)
+    }
+
+    /// Opens every stored webhook secret with `from` (or reads it in clear)
+    /// and stores it sealed with `to` (or in clear), in one transaction:
+    /// `rolecall admin rekey` on a database no node uses. A secret that
+    /// does not open refuses the whole change, unless `replace_unreadable`
+    /// makes a new secret for it.
+    pub async fn rekey(
+        settings: &Settings,
+        from: Option<&SealingKey>,
+        to: Option<&SealingKey>,
+        replace_unreadable: Option<fn() -> crate::secrets::Secret>,
+    ) -> Result<Rekeyed, StoreError> {
+        let store = PgStore::connect(settings, None).await?;
+        let rekeyed = store.reseal(from, to, replace_unreadable).await;
+        store.close();
+        rekeyed
+    }
+
+    /// Connects and brings the schema to this build's version.
+    async fn connect(settings: &Settings, key: Option<SealingKey>) -> Result<Self, StoreError> {
         let io = Arc::new(connect::io_thread()?);
         let database = Database {
             pool: connect::pool(settings, io.clone())?,
@@ -64,14 +95,12 @@ impl PgStore {
         // read-modify-writes.
         let in_flight = (settings.pool / 2).clamp(1, 8);
         let committer = GroupCommit::start(&io, database.clone(), key.clone(), in_flight);
-        let store = PgStore {
+        Ok(PgStore {
             database,
             committer,
             key,
             _io: io,
-        };
-        store.seal_stored_secrets().await?;
-        Ok(store)
+        })
     }
 
     /// Applies the missing migrations, as `rolecall migrate` does.
@@ -162,43 +191,5 @@ impl PgStore {
     /// Closes the pool.
     pub fn close(self) {
         self.database.pool.close();
-    }
-
-    /// Seals stored secrets that are in clear when a key is set, and checks
-    /// that sealed ones open with it: a wrong key stops start-up here.
-    async fn seal_stored_secrets(&self) -> Result<(), StoreError> {
-        let sql = format!("SELECT {} FROM webhooks", rows::WEBHOOK);
-        let found = self
-            .database
-            .with("the secrets check", async |client| {
-                read::query(client, &sql, &[]).await
-            })
-            .await?;
-        let mut writes = Vec::new();
-        for row in &found {
-            let stored = rows::webhook(row)?;
-            let opened = sealed::opened(stored.clone(), self.key.as_ref())?;
-            if let Resealed::Changed(_) =
-                sealed::reseal(stored, self.key.as_ref(), self.key.as_ref(), None)?
-            {
-                writes.push(Write::Edit(crate::domain::org_state::Edit::PutWebhook(
-                    opened,
-                )));
-            }
-        }
-        if !writes.is_empty() {
-            let count = writes.len();
-            let statements = statements(writes.iter(), self.key.as_ref())?;
-            self.database
-                .with("sealing secrets", async |client| {
-                    in_transaction(client, &statements).await
-                })
-                .await?;
-            tracing::info!(
-                count,
-                "sealed webhook secrets stored in clear with storage.secret_key"
-            );
-        }
-        Ok(())
     }
 }

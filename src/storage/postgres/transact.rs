@@ -79,7 +79,7 @@ pub async fn prepared(client: &ClientWrapper, sql: &str) -> Result<Prepared, Sto
 /// BEGIN, `statements`, COMMIT, sent together; the first error, if any.
 /// A statement that fails turns the COMMIT into a rollback, so nothing of
 /// a failed transaction stays.
-pub async fn in_transaction(client: &Object, statements: &[Statement]) -> Result<(), StoreError> {
+async fn in_transaction(client: &Object, statements: &[Statement]) -> Result<(), StoreError> {
     let prepared = prepare_all(client, statements).await?;
     let (begun, committed) = futures_util::join!(
         client.batch_execute("BEGIN"),

@@ -31,7 +31,7 @@ use crate::domain::resources::Resource;
 use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::{SealingKey, Secret};
-use crate::storage::sealed::{self, Resealed};
+use crate::storage::sealed::Rekeyed;
 use crate::storage::{Counts, Durability, Loaded, LogFilter, Page, StoreError, Window};
 use codec::decode;
 use engine::{Engine, Slot};
@@ -412,15 +412,6 @@ fn drop_old_outbox(engine: &Engine) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// What `rekey` changed.
-#[derive(Debug, Default)]
-pub struct Rekeyed {
-    /// Secrets stored anew (re-encrypted, or stored in clear).
-    pub changed: usize,
-    /// Organizations whose secret did not open and was replaced.
-    pub replaced: Vec<OrgId>,
-}
-
 /// Stores every webhook secret sealed with `key` (or in clear) with the
 /// same key it was opened with: at start, to seal an installation that was
 /// in clear; refuses when a secret does not open.
@@ -444,17 +435,9 @@ fn reseal(
     for entry in webhooks.iter() {
         let (row, bytes) = entry.map_err(StoreError::engine)?;
         let stored: WebhookEndpoint = decode(&bytes)?;
-        let org = stored.organization_id;
-        let endpoint = match sealed::reseal(stored, from, to, replace_unreadable)? {
-            Resealed::Unchanged => continue,
-            Resealed::Changed(endpoint) => endpoint,
-            Resealed::Replaced(endpoint) => {
-                rekeyed.replaced.push(org);
-                endpoint
-            }
-        };
-        batch.insert(row, codec::encode(&endpoint)?);
-        rekeyed.changed += 1;
+        if let Some(endpoint) = rekeyed.reseal(stored, from, to, replace_unreadable)? {
+            batch.insert(row, codec::encode(&endpoint)?);
+        }
     }
     if rekeyed.changed > 0 {
         webhooks.apply_batch(batch).map_err(StoreError::engine)?;
