@@ -1,120 +1,97 @@
-//! A progress bar on stderr: redrawn in place on a terminal, a line now and
-//! then otherwise (a log file or a CI job should not fill with redraws).
+//! Progress of a long operator command on stderr: indicatif's bar on a
+//! terminal, a line every few seconds otherwise (a log file or a CI job
+//! should not fill with redraws, and still shows the command is moving).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// Width of the bar in characters.
-const WIDTH: usize = 30;
+use indicatif::{HumanCount, ProgressBar, ProgressStyle};
+
+/// The bar on a terminal.
+const TEMPLATE: &str = "[{bar:30}] {percent:>3}%  {human_pos} of {human_len} {msg}  {elapsed}";
+
+/// How often a line is written when stderr is not a terminal.
+const LINE_EVERY: Duration = Duration::from_secs(5);
 
 /// Progress of `total` units of work.
 pub struct Progress {
+    bar: ProgressBar,
     what: &'static str,
     total: u64,
-    terminal: bool,
-    started: Instant,
-    drawn: Option<Instant>,
+    /// When the last line was written, when stderr is not a terminal.
+    lines: Option<Option<Instant>>,
 }
 
 impl Progress {
     /// A bar for `total` units of `what` ("records").
     pub fn new(what: &'static str, total: u64) -> Self {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = if terminal {
+            let style = ProgressStyle::with_template(TEMPLATE)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
+            ProgressBar::new(total).with_style(style).with_message(what)
+        } else {
+            ProgressBar::hidden()
+        };
         Progress {
+            bar,
             what,
             total,
-            terminal: std::io::stderr().is_terminal(),
-            started: Instant::now(),
-            drawn: None,
+            lines: (!terminal).then_some(None),
         }
     }
 
-    /// `done` units are done: redraws, at most ten times a second on a
-    /// terminal and once every five seconds elsewhere, and always at the end.
+    /// `done` units are done.
     pub fn set(&mut self, done: u64) {
-        let every = if self.terminal {
-            Duration::from_millis(100)
-        } else {
-            Duration::from_secs(5)
-        };
-        let due = self.drawn.is_none_or(|at| at.elapsed() >= every);
-        if due || done >= self.total {
-            self.drawn = Some(Instant::now());
-            self.draw(done);
+        self.bar.set_position(done);
+        if let Some(last) = &mut self.lines {
+            let due = last.is_none_or(|at| at.elapsed() >= LINE_EVERY);
+            if due || done >= self.total {
+                *last = Some(Instant::now());
+                eprintln!("{}", line(self.what, done, self.total));
+            }
         }
     }
 
-    /// Ends the bar's line.
-    pub fn finish(&mut self) {
-        if self.terminal && self.drawn.is_some() {
-            eprintln!();
-        }
-    }
-
-    fn draw(&self, done: u64) {
-        let line = line(self.what, done, self.total, self.started.elapsed());
-        let mut stderr = std::io::stderr().lock();
-        let drawn = if self.terminal {
-            write!(stderr, "\r{line}\x1b[K")
-        } else {
-            writeln!(stderr, "{line}")
-        };
-        // A closed stderr must not stop the work it reports on.
-        let _ = drawn.and_then(|()| stderr.flush());
+    /// Leaves the finished bar on screen.
+    pub fn finish(&self) {
+        self.bar.finish();
     }
 }
 
-/// `[=========>          ]  45%  1,234 of 2,700 records  3 s`.
-fn line(what: &str, done: u64, total: u64, elapsed: Duration) -> String {
-    let fraction = if total == 0 {
-        1.0
-    } else {
-        (done as f64 / total as f64).min(1.0)
+/// `1,234 of 2,468 records (50%)`.
+fn line(what: &str, done: u64, total: u64) -> String {
+    let percent = match total {
+        0 => 100,
+        total => done.min(total) * 100 / total,
     };
-    let filled = (fraction * WIDTH as f64).round() as usize;
-    let bar: String = (0..WIDTH)
-        .map(|i| match i.cmp(&filled) {
-            std::cmp::Ordering::Less => '=',
-            std::cmp::Ordering::Equal => '>',
-            std::cmp::Ordering::Greater => ' ',
-        })
-        .collect();
     format!(
-        "[{bar}] {:>3}%  {} of {} {what}  {} s",
-        (fraction * 100.0).floor() as u64,
-        grouped(done),
-        grouped(total),
-        elapsed.as_secs()
+        "{} of {} {what} ({percent}%)",
+        HumanCount(done),
+        HumanCount(total)
     )
-}
-
-/// `1234567` as `1,234,567`.
-fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{line, TEMPLATE};
 
     #[test]
-    fn a_line_shows_the_bar_the_share_and_the_counts() {
+    fn the_bar_template_is_valid() {
+        assert!(indicatif::ProgressStyle::with_template(TEMPLATE).is_ok());
+    }
+
+    #[test]
+    fn a_line_shows_the_counts_and_the_share() {
         assert_eq!(
-            line("records", 1_234, 2_468, Duration::from_secs(3)),
-            "[===============>              ]  50%  1,234 of 2,468 records  3 s"
+            line("records", 1_234, 2_468),
+            "1,234 of 2,468 records (50%)"
         );
+        assert_eq!(line("records", 0, 0), "0 of 0 records (100%)");
         assert_eq!(
-            line("records", 0, 0, Duration::ZERO),
-            "[==============================] 100%  0 of 0 records  0 s"
+            line("records", 1_000_000, 1_000_000),
+            "1,000,000 of 1,000,000 records (100%)"
         );
-        assert_eq!(grouped(1_000_000), "1,000,000");
-        assert_eq!(grouped(999), "999");
     }
 }
