@@ -3,9 +3,10 @@
 # already there: Debian's Chromium and its WebDriver for the dashboard browser
 # test (tests/api/dashboard_browser.rs), iproute2 for the network namespace
 # that .ci/schemathesis.sh fuzzes in, and PostgreSQL for the tests of the
-# PostgreSQL engine. Then starts PostgreSQL and creates the role the tests
-# use (ROLECALL_TEST_POSTGRES_URL in .ci/run), which may create databases:
-# each test makes its own.
+# PostgreSQL engine. Then starts PostgreSQL with pg_stat_statements loaded
+# (the load tool counts statements per event with it) and creates the role
+# the tests use (ROLECALL_TEST_POSTGRES_URL in .ci/run), which may create
+# databases: each test makes its own.
 set -euo pipefail
 missing=()
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
@@ -31,10 +32,13 @@ fi
 if ! pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" {print $4}' | grep -qx online; then
   $SUDO pg_ctlcluster "$version" main start
 fi
-for _ in $(seq 1 30); do
-  pg_isready -q -h 127.0.0.1 && break
-  sleep 1
-done
+wait_ready() {
+  for _ in $(seq 1 30); do
+    pg_isready -q -h 127.0.0.1 && return 0
+    sleep 1
+  done
+}
+wait_ready
 as_postgres() {
   if [[ "$(id -u)" -eq 0 ]]; then
     runuser -u postgres -- "$@"
@@ -42,6 +46,13 @@ as_postgres() {
     sudo -u postgres "$@"
   fi
 }
+# pg_stat_statements, in every database made from template1 from now on.
+if [[ "$(as_postgres psql -Atc 'SHOW shared_preload_libraries')" != *pg_stat_statements* ]]; then
+  as_postgres psql -q -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
+  $SUDO pg_ctlcluster "$version" main restart
+  wait_ready
+fi
+as_postgres psql -q -d template1 -v ON_ERROR_STOP=1 -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 as_postgres psql -q -v ON_ERROR_STOP=1 -c "
   DO \$\$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'rolecall') THEN

@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use rolecall::storage::postgres::with_database;
+
 /// Which engine the current test runs on.
 #[derive(Clone)]
 pub enum Engine {
@@ -109,25 +111,6 @@ impl Drop for Databases {
     }
 }
 
-/// `url` with its database replaced by `name`.
-pub fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let authority_end = base
-        .find("://")
-        .map(|scheme| scheme + 3)
-        .and_then(|start| base[start..].find('/').map(|slash| start + slash))
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{name}", &base[..authority_end]);
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(query);
-    }
-    out
-}
-
 /// Runs `work` with a client of `url`, on a thread of its own (callers
 /// may be sync helpers or inside a runtime), and answers what it answers.
 pub fn on_database<T, F>(
@@ -191,20 +174,4 @@ macro_rules! on_both_engines {
             }
         )+
     };
-}
-
-#[test]
-fn database_urls_keep_their_options() {
-    assert_eq!(
-        with_database("postgres://u:p@127.0.0.1:5432/postgres", "rc_x"),
-        "postgres://u:p@127.0.0.1:5432/rc_x"
-    );
-    assert_eq!(
-        with_database("postgres://u@h/postgres?sslmode=disable", "rc_x"),
-        "postgres://u@h/rc_x?sslmode=disable"
-    );
-    assert_eq!(
-        with_database("postgres://u@h", "rc_x"),
-        "postgres://u@h/rc_x"
-    );
 }

@@ -7,21 +7,18 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// A run small enough for a test: 300 events over 3 organizations.
+const SMALL: &[&str] = &["--events", "300", "--orgs", "3", "--concurrency", "8"];
+
 /// Runs `rolecall load <args> --json <file>` (no `ROLECALL_*` settings of
 /// this environment) and answers the JSON report.
 async fn load(args: &[&str]) -> Value {
     let dir = tempfile::tempdir().expect("temp dir");
     let report = dir.path().join("load.json");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rolecall"));
-    command.arg("load").args(args).arg("--json").arg(&report);
-    for (key, _) in std::env::vars() {
-        if key.starts_with("ROLECALL_") {
-            command.env_remove(key);
-        }
-    }
-    let output = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
-        .await
-        .expect("joined");
+    let mut with_report: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    with_report.push("--json".into());
+    with_report.push(report.display().to_string());
+    let output = run_load(with_report).await;
     assert!(
         output.status.success(),
         "load failed: {}",
@@ -30,21 +27,24 @@ async fn load(args: &[&str]) -> Value {
     serde_json::from_slice(&std::fs::read(&report).expect("report written")).expect("JSON")
 }
 
+/// Runs `rolecall load <args>` without the `ROLECALL_*` settings of this
+/// environment.
+async fn run_load(args: Vec<String>) -> std::process::Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rolecall"));
+    command.arg("load").args(args);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("ROLECALL_") {
+            command.env_remove(key);
+        }
+    }
+    actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
+        .await
+        .expect("joined")
+}
+
 #[actix_web::test]
 async fn the_load_tool_runs_every_scenario_and_loses_nothing() {
-    let results = load(&[
-        "--scenario",
-        "all",
-        "--events",
-        "300",
-        "--orgs",
-        "3",
-        "--concurrency",
-        "8",
-        "--duration-secs",
-        "1",
-    ])
-    .await;
+    let results = load(&[&["--scenario", "all", "--duration-secs", "1"], SMALL].concat()).await;
 
     for scenario in ["read", "baseline"] {
         let read = &results[scenario];
@@ -109,4 +109,96 @@ async fn the_backlog_scenario_measures_the_backlog_against_a_control_and_restart
         "{backlog}"
     );
     assert!(backlog["restart_resident_mb"].as_f64() > Some(1.0));
+}
+
+#[actix_web::test]
+async fn on_postgres_the_burst_loses_nothing_and_reports_its_cost_per_event() {
+    let Ok(url) = std::env::var("ROLECALL_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var("ROLECALL_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+            "ROLECALL_REQUIRE_POSTGRES=1 but ROLECALL_TEST_POSTGRES_URL is not set"
+        );
+        eprintln!("skipped load_tool on PostgreSQL: set ROLECALL_TEST_POSTGRES_URL (see README)");
+        return;
+    };
+    let on_postgres = ["--backend", "postgres", "--postgres-url", &url];
+    let results = load(&[&on_postgres[..], &["--scenario", "burst"], SMALL].concat()).await;
+    let burst = &results["burst"];
+    assert_eq!(burst["accepted"], 300, "{burst}");
+    assert_eq!(burst["delivered"], 300, "{burst}");
+    assert_eq!(burst["lost"], 0, "{burst}");
+    assert_eq!(burst["bad_signatures"], 0, "{burst}");
+    let cost = &results["burst_cost"];
+    assert!(
+        cost["cpu_per_event"]["server_us"].as_f64() > Some(0.0),
+        "{cost}"
+    );
+    assert!(
+        cost["cpu_per_event"]["postgres_us"].as_f64() > Some(0.0),
+        "PostgreSQL runs on this machine: {cost}"
+    );
+    if std::env::var("ROLECALL_REQUIRE_POSTGRES").as_deref() == Ok("1") {
+        // CI loads pg_stat_statements (.ci/install.sh).
+        let statements = &cost["statements"];
+        let total = statements["total"].as_i64().unwrap_or(0);
+        assert!(total > 0, "{cost}");
+        let queries: Vec<&str> = statements["by_statement"]
+            .as_array()
+            .map(|all| all.iter().filter_map(|s| s["query"].as_str()).collect())
+            .unwrap_or_default();
+        assert!(
+            queries.iter().any(|q| q.starts_with("INSERT INTO outbox")),
+            "{queries:?}"
+        );
+    }
+
+    // The run's database is gone.
+    let left: i64 = crate::engines::on_database(&url, |client| async move {
+        let row = client
+            .query_one(
+                "SELECT count(*) FROM pg_database WHERE datname LIKE 'rolecall_load_%'",
+                &[],
+            )
+            .await
+            .expect("count");
+        row.get(0)
+    });
+    assert_eq!(left, 0, "the load tool drops the database it made");
+}
+
+#[actix_web::test]
+async fn the_load_tool_refuses_a_remote_database_and_sled_only_scenarios_on_postgres() {
+    let refusal = |args: &[&str]| {
+        let args = args.iter().map(|a| a.to_string()).collect();
+        async move {
+            let output = run_load(args).await;
+            assert!(!output.status.success());
+            String::from_utf8_lossy(&output.stderr).into_owned()
+        }
+    };
+    let remote = refusal(&[
+        "--backend",
+        "postgres",
+        "--postgres-url",
+        "postgres://u@10.1.2.3/postgres",
+        "--scenario",
+        "burst",
+    ])
+    .await;
+    assert!(remote.contains("on this machine"), "{remote}");
+    let backlog = refusal(&[
+        "--backend",
+        "postgres",
+        "--postgres-url",
+        "postgres://u@127.0.0.1/postgres",
+        "--scenario",
+        "backlog",
+    ])
+    .await;
+    assert!(
+        backlog.contains("run them with --backend sled"),
+        "{backlog}"
+    );
+    let missing = refusal(&["--backend", "postgres", "--scenario", "burst"]).await;
+    assert!(missing.contains("--postgres-url"), "{missing}");
 }

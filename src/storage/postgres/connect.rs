@@ -268,6 +268,25 @@ pub fn pool(settings: &Settings, io: Arc<IoThread>) -> Result<Pool, StoreError> 
         .map_err(|err| StoreError::Config(err.to_string()))
 }
 
+/// `url` (a `postgres://` URL) with its database replaced by `name`, its
+/// options kept: a database of the same server, for tools that make one.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(base, query)| (base, Some(query)));
+    let authority_end = base
+        .find("://")
+        .map(|scheme| scheme + 3)
+        .and_then(|start| base[start..].find('/').map(|slash| start + slash))
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{name}", &base[..authority_end]);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
+}
+
 /// Whether TLS is required by the settings (for the start-up log).
 pub fn describe(settings: &Settings) -> String {
     match client_config(settings) {
@@ -295,6 +314,22 @@ pub fn describe(settings: &Settings) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_of_the_same_server_keeps_the_options() {
+        assert_eq!(
+            with_database("postgres://u:p@127.0.0.1:5432/postgres", "rc_x"),
+            "postgres://u:p@127.0.0.1:5432/rc_x"
+        );
+        assert_eq!(
+            with_database("postgres://u@h/postgres?sslmode=disable", "rc_x"),
+            "postgres://u@h/rc_x?sslmode=disable"
+        );
+        assert_eq!(
+            with_database("postgres://u@h", "rc_x"),
+            "postgres://u@h/rc_x"
+        );
+    }
 
     #[test]
     fn libpq_options_are_taken_apart() {

@@ -30,7 +30,7 @@ use error::from_pg;
 use group_commit::GroupCommit;
 use transact::{finish_transaction, prepared, Database};
 
-pub use connect::Settings;
+pub use connect::{with_database, Settings};
 pub use import::Import;
 pub use migrate::Migrated;
 

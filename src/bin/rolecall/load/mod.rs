@@ -4,6 +4,9 @@
 //! given, its own server in a temporary directory.
 
 pub mod backlog;
+pub mod cost;
+pub mod cpu;
+pub mod postgres;
 pub mod scenarios;
 pub mod server;
 pub mod sink;
@@ -49,6 +52,15 @@ pub enum Scenario {
     All,
 }
 
+/// The storage engine of the server the tool starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LoadBackend {
+    /// sled in a temporary directory.
+    Sled,
+    /// A new database on the PostgreSQL server of --postgres-url, dropped after the run.
+    Postgres,
+}
+
 /// Options of `rolecall load`.
 #[derive(Debug, Args)]
 pub struct LoadArgs {
@@ -90,6 +102,14 @@ pub struct LoadArgs {
     /// Events queued for the endpoint that never answers, in the backlog scenario.
     #[arg(long, default_value_t = 1_000_000)]
     pub backlog: usize,
+    /// The storage engine of the server the tool starts (read, baseline, burst and isolation).
+    #[arg(long, value_enum, default_value = "sled")]
+    pub backend: LoadBackend,
+    /// With --backend postgres: a PostgreSQL server on this machine and a role that may create
+    /// databases (postgres://user:password@127.0.0.1/postgres). Each run gets a new database.
+    /// Statements per event are counted when the server loads pg_stat_statements.
+    #[arg(long, value_name = "URL", required_if_eq("backend", "postgres"))]
+    pub postgres_url: Option<String>,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -97,6 +117,19 @@ pub struct LoadArgs {
 
 /// Runs the load tool; returns the results as JSON.
 pub fn run(args: LoadArgs) -> Result<Value, String> {
+    let postgres = args.backend == LoadBackend::Postgres;
+    if postgres && matches!(args.scenario, Scenario::Startup | Scenario::Backlog) {
+        return Err(
+            "the startup and backlog scenarios seed a sled data directory: run them \
+                    with --backend sled"
+                .into(),
+        );
+    }
+    if postgres && args.url.is_some() {
+        return Err(
+            "--backend sets up the server the tool starts, not one given with --url".into(),
+        );
+    }
     if args.scenario == Scenario::Startup {
         return run_startup(&args);
     }
@@ -104,117 +137,147 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
         return run_backlog(&args);
     }
     actix_web::rt::System::new().block_on(async move {
-        let mut _server = None;
-        let (base, admin) = match &args.url {
-            Some(url) => {
-                let admin = args
-                    .admin_token
-                    .clone()
-                    .or_else(|| std::env::var("ROLECALL_ADMIN__TOKEN").ok());
-                (
-                    url.trim_end_matches('/').to_owned(),
-                    admin
-                        .ok_or("--admin-token (or ROLECALL_ADMIN__TOKEN) is required with --url")?,
-                )
-            }
-            None => {
-                let (server, admin) = start_server()?;
-                let base = server.base_url();
-                _server = Some(server);
-                (base, admin)
-            }
+        let database = match (&args.backend, &args.postgres_url) {
+            (LoadBackend::Postgres, Some(url)) => Some(postgres::RunDatabase::create(url).await?),
+            _ => None,
         };
-        let sink = Arc::new(SinkState::default());
-        let (sink_url, _sink) =
-            sink::start(sink.clone(), Duration::from_secs(30)).map_err(|e| e.to_string())?;
-        let target = Target::new(base, admin, args.concurrency);
-        let fixture = Arc::new(target.setup(args.orgs, &sink_url, &sink).await?);
-        let clients = (args.concurrency, args.client_threads);
-        let mut results = serde_json::Map::new();
-        let runs = |s: Scenario| args.scenario == s || args.scenario == Scenario::All;
-        let duration = Duration::from_secs(args.duration_secs);
-        let roles_path = format!("/organizations/{}/roles", fixture.orgs[0]);
-
-        if runs(Scenario::Read) {
-            let bar = ProgressBar::new_spinner().with_message("read");
-            let result = read(
-                &target,
-                &roles_path,
-                &fixture.reader_token,
-                clients,
-                duration,
-                &bar,
-            )
-            .await?;
-            bar.finish_and_clear();
-            print_read(
-                &format!("read: GET roles, {} connections", args.concurrency),
-                &result,
-            );
-            results.insert("read".into(), json!(result));
+        let outcome = run_scenarios(&args, database.as_ref()).await;
+        if let Some(database) = database {
+            database.drop_now().await?;
         }
-        if runs(Scenario::Baseline) {
-            let (_, body, _) = target
-                .call(Method::GET, &roles_path, &fixture.reader_token, None)
-                .await?;
-            let (url, handle) = baseline_server(body).map_err(|e| e.to_string())?;
-            let plain = Target::new(url, String::new(), args.concurrency);
-            let bar = ProgressBar::new_spinner().with_message("baseline");
-            let result = read(&plain, "/", "", clients, duration, &bar).await?;
-            bar.finish_and_clear();
-            handle.stop(false).await;
-            print_read(
-                &format!("baseline: plain handler, {} connections", args.concurrency),
-                &result,
-            );
-            results.insert("baseline".into(), json!(result));
-        }
-        let plan = BurstPlan {
-            events: args.events,
-            concurrency: args.concurrency,
-            client_threads: args.client_threads,
-            rate: args.rate,
-            hanging_every: 0,
-        };
-        if runs(Scenario::Burst) || runs(Scenario::Isolation) {
-            let bar = ProgressBar::new(plan.events as u64);
-            let result = burst(&target, &fixture, &sink, plan, &bar).await?;
-            bar.finish_and_clear();
-            print_burst(
-                &format!(
-                    "burst: {} task creations over {} orgs",
-                    plan.events,
-                    fixture.orgs.len()
-                ),
-                &result,
-            );
-            results.insert("burst".into(), json!(result));
-        }
-        if runs(Scenario::Isolation) {
-            let plan = BurstPlan {
-                hanging_every: 10,
-                ..plan
-            };
-            let bar = ProgressBar::new((plan.events + plan.events / 10) as u64);
-            let result = burst(&target, &fixture, &sink, plan, &bar).await?;
-            bar.finish_and_clear();
-            print_burst(
-                "isolation: the same burst, one more org's endpoint timing out",
-                &result,
-            );
-            results.insert("isolation".into(), json!(result));
-        }
-        let results = Value::Object(results);
-        if let Some(path) = &args.json {
-            std::fs::write(
-                path,
-                serde_json::to_vec_pretty(&results).unwrap_or_default(),
-            )
-            .map_err(|e| e.to_string())?;
-        }
-        println!("\n{}", serde_json::to_string(&results).unwrap_or_default());
-        Ok(results)
+        outcome
     })
+}
+
+/// The read, baseline, burst and isolation scenarios, against the server
+/// of --url or one the tool starts (on `database`, when given).
+async fn run_scenarios(
+    args: &LoadArgs,
+    database: Option<&postgres::RunDatabase>,
+) -> Result<Value, String> {
+    let mut _server = None;
+    let mut meter = cost::Meter {
+        server: None,
+        database: database.map(|database| database.url.clone()),
+    };
+    let (base, admin) = match &args.url {
+        Some(url) => {
+            let admin = args
+                .admin_token
+                .clone()
+                .or_else(|| std::env::var("ROLECALL_ADMIN__TOKEN").ok());
+            (
+                url.trim_end_matches('/').to_owned(),
+                admin.ok_or("--admin-token (or ROLECALL_ADMIN__TOKEN) is required with --url")?,
+            )
+        }
+        None => {
+            if let Some(database) = database {
+                if let Err(why) = postgres::enable_statements(&database.url).await {
+                    println!("statements will not be counted: {why}");
+                }
+            }
+            let (server, admin) = start_server(database.map(|d| d.url.as_str()))?;
+            let base = server.base_url();
+            meter.server = Some(server.pid());
+            _server = Some(server);
+            (base, admin)
+        }
+    };
+    let sink = Arc::new(SinkState::default());
+    let (sink_url, _sink) =
+        sink::start(sink.clone(), Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    let target = Target::new(base, admin, args.concurrency);
+    let fixture = Arc::new(target.setup(args.orgs, &sink_url, &sink).await?);
+    let clients = (args.concurrency, args.client_threads);
+    let mut results = serde_json::Map::new();
+    let runs = |s: Scenario| args.scenario == s || args.scenario == Scenario::All;
+    let duration = Duration::from_secs(args.duration_secs);
+    let roles_path = format!("/organizations/{}/roles", fixture.orgs[0]);
+
+    if runs(Scenario::Read) {
+        let bar = ProgressBar::new_spinner().with_message("read");
+        let result = read(
+            &target,
+            &roles_path,
+            &fixture.reader_token,
+            clients,
+            duration,
+            &bar,
+        )
+        .await?;
+        bar.finish_and_clear();
+        print_read(
+            &format!("read: GET roles, {} connections", args.concurrency),
+            &result,
+        );
+        results.insert("read".into(), json!(result));
+    }
+    if runs(Scenario::Baseline) {
+        let (_, body, _) = target
+            .call(Method::GET, &roles_path, &fixture.reader_token, None)
+            .await?;
+        let (url, handle) = baseline_server(body).map_err(|e| e.to_string())?;
+        let plain = Target::new(url, String::new(), args.concurrency);
+        let bar = ProgressBar::new_spinner().with_message("baseline");
+        let result = read(&plain, "/", "", clients, duration, &bar).await?;
+        bar.finish_and_clear();
+        handle.stop(false).await;
+        print_read(
+            &format!("baseline: plain handler, {} connections", args.concurrency),
+            &result,
+        );
+        results.insert("baseline".into(), json!(result));
+    }
+    let plan = BurstPlan {
+        events: args.events,
+        concurrency: args.concurrency,
+        client_threads: args.client_threads,
+        rate: args.rate,
+        hanging_every: 0,
+    };
+    if runs(Scenario::Burst) || runs(Scenario::Isolation) {
+        let bar = ProgressBar::new(plan.events as u64);
+        let start = meter.start().await;
+        let result = burst(&target, &fixture, &sink, plan, &bar).await?;
+        let spent = meter.finish(start, result.accepted).await;
+        bar.finish_and_clear();
+        print_burst(
+            &format!(
+                "burst: {} task creations over {} orgs",
+                plan.events,
+                fixture.orgs.len()
+            ),
+            &result,
+        );
+        cost::print("burst: cost per event", &spent);
+        results.insert("burst".into(), json!(result));
+        results.insert("burst_cost".into(), json!(spent));
+    }
+    if runs(Scenario::Isolation) {
+        let plan = BurstPlan {
+            hanging_every: 10,
+            ..plan
+        };
+        let bar = ProgressBar::new((plan.events + plan.events / 10) as u64);
+        let result = burst(&target, &fixture, &sink, plan, &bar).await?;
+        bar.finish_and_clear();
+        print_burst(
+            "isolation: the same burst, one more org's endpoint timing out",
+            &result,
+        );
+        results.insert("isolation".into(), json!(result));
+    }
+    let results = Value::Object(results);
+    if let Some(path) = &args.json {
+        std::fs::write(
+            path,
+            serde_json::to_vec_pretty(&results).unwrap_or_default(),
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    println!("\n{}", serde_json::to_string(&results).unwrap_or_default());
+    Ok(results)
 }
 
 fn run_startup(args: &LoadArgs) -> Result<Value, String> {
@@ -292,13 +355,18 @@ fn run_backlog(args: &LoadArgs) -> Result<Value, String> {
 /// webhooks allowed to reach the sink. `ROLECALL_<SECTION>__<KEY>` variables
 /// of the environment reach it too, so server settings can be compared under
 /// the same load. Answers the server and its admin token.
-fn start_server() -> Result<(ServerProcess, String), String> {
+fn start_server(postgres_url: Option<&str>) -> Result<(ServerProcess, String), String> {
     let admin = new_token().expose().to_owned();
+    let mut env = server_env(&admin);
+    if let Some(url) = postgres_url {
+        env.push(("ROLECALL_STORAGE__BACKEND".into(), "postgres".into()));
+        env.push(("ROLECALL_STORAGE__POSTGRES_URL".into(), url.to_owned()));
+    }
     let dir = std::env::temp_dir().join(format!(
         "rolecall-load-{}",
         rolecall::ids::new_v7().simple()
     ));
-    let (server, _) = ServerProcess::start(&dir, &server_env(&admin), true)?;
+    let (server, _) = ServerProcess::start(&dir, &env, true)?;
     Ok((server, admin))
 }
 

@@ -55,6 +55,11 @@ impl ServerProcess {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The base URL, e.g. `http://127.0.0.1:40123`.
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)

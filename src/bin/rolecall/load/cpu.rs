@@ -1,0 +1,112 @@
+//! CPU time spent by the server under test and by a PostgreSQL server on
+//! this machine, read from `/proc` before and after a scenario: what each
+//! event costs in CPU, beside what it costs in time.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// CPU time of the processes measured, at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuSample {
+    /// The rolecall server.
+    pub server: Duration,
+    /// Every `postgres` process visible (none when the database is elsewhere).
+    pub postgres: Option<Duration>,
+}
+
+/// CPU per event between two samples, in microseconds.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CpuPerEvent {
+    /// The rolecall server.
+    pub server_us: f64,
+    /// PostgreSQL, when it runs on this machine.
+    pub postgres_us: Option<f64>,
+}
+
+/// Reads the CPU time of process `server` and of every `postgres` process.
+pub fn sample(server: u32) -> CpuSample {
+    CpuSample {
+        server: process_cpu(server).unwrap_or_default(),
+        postgres: postgres_cpu(),
+    }
+}
+
+/// What `events` events cost between `before` and `after`.
+pub fn per_event(before: CpuSample, after: CpuSample, events: u64) -> CpuPerEvent {
+    let per = |spent: Duration| spent.as_secs_f64() * 1e6 / events.max(1) as f64;
+    CpuPerEvent {
+        server_us: per(after.server.saturating_sub(before.server)),
+        postgres_us: match (before.postgres, after.postgres) {
+            (Some(before), Some(after)) => Some(per(after.saturating_sub(before))),
+            _ => None,
+        },
+    }
+}
+
+/// User and system time of process `pid` (its threads included).
+fn process_cpu(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    cpu_of_stat(&stat)
+}
+
+/// Fields 14 and 15 of a `/proc/<pid>/stat` line, in clock ticks of
+/// 1/100 s (the USER_HZ every Linux exports to user space).
+fn cpu_of_stat(stat: &str) -> Option<Duration> {
+    // The command name, in parentheses, may hold spaces: count after it.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// The CPU time of every process named `postgres`, summed; `None` when
+/// there is none.
+fn postgres_cpu() -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut found = false;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let path = entry.path();
+        let is_postgres = std::fs::read_to_string(path.join("comm"))
+            .is_ok_and(|comm| comm.trim_end() == "postgres");
+        if !is_postgres {
+            continue;
+        }
+        if let Some(spent) = std::fs::read_to_string(path.join("stat"))
+            .ok()
+            .and_then(|stat| cpu_of_stat(&stat))
+        {
+            total += spent;
+            found = true;
+        }
+    }
+    found.then_some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_and_system_time_are_read_after_the_command_name() {
+        let stat =
+            "4242 (rolecall serve) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 30 0 0 20 0 9 0";
+        assert_eq!(cpu_of_stat(stat), Some(Duration::from_millis(2_800)));
+        assert_eq!(cpu_of_stat("garbage"), None);
+    }
+
+    #[test]
+    fn cost_per_event_is_the_difference_over_the_events() {
+        let before = CpuSample {
+            server: Duration::from_secs(1),
+            postgres: Some(Duration::from_secs(2)),
+        };
+        let after = CpuSample {
+            server: Duration::from_secs(3),
+            postgres: Some(Duration::from_secs(3)),
+        };
+        let cost = per_event(before, after, 10_000);
+        assert!((cost.server_us - 200.0).abs() < 1e-9);
+        assert_eq!(cost.postgres_us.map(|us| us.round()), Some(100.0));
+    }
+}
