@@ -147,7 +147,7 @@ async fn on_postgres_the_burst_loses_nothing_and_reports_its_cost_per_event() {
             .map(|all| all.iter().filter_map(|s| s["query"].as_str()).collect())
             .unwrap_or_default();
         assert!(
-            queries.iter().any(|q| q.starts_with("INSERT INTO outbox")),
+            queries.iter().any(|q| q.contains("INSERT INTO resources")),
             "{queries:?}"
         );
     }

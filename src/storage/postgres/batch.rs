@@ -8,6 +8,7 @@
 //! each. Foreign keys are deferred to the commit, so the order of the
 //! statements does not matter.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::time::SystemTime;
 
@@ -38,6 +39,52 @@ impl Statement {
             .map(|p| p.as_ref() as &(dyn ToSql + Sync))
             .collect()
     }
+}
+
+/// `statements` as one: the first ones as data-modifying `WITH` queries of
+/// the last, their parameters numbered on. PostgreSQL runs them all, on
+/// one snapshot, in one implicit transaction, and checks the foreign keys
+/// at its end; since a batch writes each row at most once (the last write
+/// wins), no part needs to see another's rows. `None` when there is
+/// nothing to run.
+pub fn combined(statements: &[Statement]) -> Option<(Cow<'static, str>, Vec<&(dyn ToSql + Sync)>)> {
+    let params: Vec<&(dyn ToSql + Sync)> = statements.iter().flat_map(Statement::params).collect();
+    match statements {
+        [] => None,
+        [one] => Some((Cow::Borrowed(one.sql), params)),
+        [first @ .., last] => {
+            let mut sql = String::from("WITH ");
+            let mut offset = 0;
+            for (i, statement) in first.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!("w{i} AS ("));
+                renumbered(statement.sql, offset, &mut sql);
+                sql.push(')');
+                offset += statement.params.len();
+            }
+            sql.push(' ');
+            renumbered(last.sql, offset, &mut sql);
+            Some((Cow::Owned(sql), params))
+        }
+    }
+}
+
+/// Appends `sql` to `out` with every parameter `$n` as `$(n + offset)`.
+fn renumbered(sql: &str, offset: usize, out: &mut String) {
+    let mut rest = sql;
+    while let Some(dollar) = rest.find('$') {
+        out.push_str(&rest[..=dollar]);
+        rest = &rest[dollar + 1..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        match rest[..digits].parse::<usize>() {
+            Ok(n) => out.push_str(&(n + offset).to_string()),
+            Err(_) => out.push_str(&rest[..digits]),
+        }
+        rest = &rest[digits..];
+    }
+    out.push_str(rest);
 }
 
 /// Declares the columns of one statement: a vector per column, and the
@@ -408,4 +455,50 @@ fn add_edit(t: &mut Tables, edit: &Edit, key: Option<&SealingKey>) -> Result<(),
 /// exactly (they are what was signed).
 fn json_text(bytes: &[u8]) -> Result<String, StoreError> {
     String::from_utf8(bytes.to_vec()).map_err(StoreError::codec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn statement(sql: &'static str, params: usize) -> Statement {
+        Statement {
+            sql,
+            params: (0..params)
+                .map(|i| Box::new(i as i64) as Box<dyn ToSql + Sync + Send>)
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn statements_combine_into_one_with_their_parameters_numbered_on() {
+        assert!(combined(&[]).is_none());
+        let single = [statement("DELETE FROM t WHERE id = ANY($1::uuid[])", 1)];
+        let Some((sql, params)) = combined(&single) else {
+            panic!("one statement runs");
+        };
+        assert_eq!(sql, "DELETE FROM t WHERE id = ANY($1::uuid[])");
+        assert_eq!(params.len(), 1);
+
+        let three = [
+            statement("INSERT INTO a SELECT * FROM unnest($1::uuid[], $2::text[])", 2),
+            statement(
+                "INSERT INTO b SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], \
+                 $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::int[])",
+                10,
+            ),
+            statement("DELETE FROM c WHERE (x, y) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))", 2),
+        ];
+        let Some((sql, params)) = combined(&three) else {
+            panic!("three statements run");
+        };
+        assert_eq!(
+            sql,
+            "WITH w0 AS (INSERT INTO a SELECT * FROM unnest($1::uuid[], $2::text[])), \
+             w1 AS (INSERT INTO b SELECT * FROM unnest($3::uuid[], $4::text[], $5::text[], \
+             $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::int[])) \
+             DELETE FROM c WHERE (x, y) IN (SELECT * FROM unnest($13::uuid[], $14::uuid[]))"
+        );
+        assert_eq!(params.len(), 14);
+    }
 }

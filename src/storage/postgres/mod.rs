@@ -2,10 +2,11 @@
 //! the seed 2.4 guards in the schema, migrations under an advisory lock.
 //! The only code that knows SQL.
 //!
-//! Every change is one transaction sent as one pipeline. Concurrent
-//! requests share transactions ([`group_commit`]), with one statement per
-//! table whatever the number of rows ([`batch`]). A commit is durable when
-//! PostgreSQL answers it, so there is no separate flush to wait for.
+//! Every change is one transaction of one statement. Concurrent
+//! requests share transactions ([`group_commit`]), with one part per
+//! table whatever the number of rows, the parts joined into one statement
+//! ([`batch`]). A commit is durable when PostgreSQL answers it, so there
+//! is no separate flush to wait for.
 
 mod batch;
 mod connect;

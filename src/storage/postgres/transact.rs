@@ -1,16 +1,15 @@
 //! Running statements: a connection from the pool within the timeout, and
-//! a transaction sent as one pipeline (BEGIN, the statements, COMMIT), so
-//! that it costs one round trip however many statements it holds. A
+//! the writes of a transaction sent as one statement, so that it costs one
+//! round trip and one statement however many tables it writes. A
 //! connection whose round failed or timed out is dropped, never handed to
 //! the next caller in an unknown state.
 
 use std::time::Duration;
 
 use deadpool_postgres::{ClientWrapper, Object, Pool};
-use futures_util::future::join_all;
 use tokio_postgres::Statement as Prepared;
 
-use super::batch::Statement;
+use super::batch::{combined, Statement};
 use super::error::{from_pg, from_pool, timed_out};
 use crate::storage::StoreError;
 
@@ -76,81 +75,40 @@ pub async fn prepared(client: &ClientWrapper, sql: &str) -> Result<Prepared, Sto
     client.prepare_cached(sql).await.map_err(from_pg)
 }
 
-/// BEGIN, `statements`, COMMIT, sent together; the first error, if any.
-/// A statement that fails turns the COMMIT into a rollback, so nothing of
-/// a failed transaction stays.
+/// `statements` as the one statement of a transaction of its own (a
+/// single statement is atomic without BEGIN and COMMIT).
 async fn in_transaction(client: &Object, statements: &[Statement]) -> Result<(), StoreError> {
-    let prepared = prepare_all(client, statements).await?;
-    let (begun, committed) = futures_util::join!(
-        client.batch_execute("BEGIN"),
-        run_and_commit(client, statements, &prepared)
-    );
-    begun.map_err(from_pg)?;
-    committed
+    run_in_transaction(client, statements).await
 }
 
 /// `statements` and COMMIT, sent together, in a transaction already begun.
+/// A statement that fails turns the COMMIT into a rollback, so nothing of
+/// a failed transaction stays.
 pub async fn finish_transaction(
     client: &Object,
     statements: &[Statement],
 ) -> Result<(), StoreError> {
-    let prepared = prepare_all(client, statements).await?;
-    run_and_commit(client, statements, &prepared).await
-}
-
-/// Prepares every statement (once per connection; pipelined).
-async fn prepare_all(
-    client: &ClientWrapper,
-    statements: &[Statement],
-) -> Result<Vec<Prepared>, StoreError> {
-    join_all(statements.iter().map(|s| client.prepare_cached(s.sql)))
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .map_err(from_pg)
-}
-
-/// `statements`, sent together, in a transaction already begun, which
-/// stays open.
-pub async fn run_in_transaction(
-    client: &ClientWrapper,
-    statements: &[Statement],
-) -> Result<(), StoreError> {
-    let prepared = prepare_all(client, statements).await?;
-    let params: Vec<_> = statements.iter().map(Statement::params).collect();
-    executions(client, &prepared, &params).await
-}
-
-/// Sends the executions, then COMMIT, without waiting in between.
-async fn run_and_commit(
-    client: &Object,
-    statements: &[Statement],
-    prepared: &[Prepared],
-) -> Result<(), StoreError> {
-    let params: Vec<_> = statements.iter().map(Statement::params).collect();
     let (ran, committed) = futures_util::join!(
-        executions(client, prepared, &params),
+        run_in_transaction(client, statements),
         client.batch_execute("COMMIT")
     );
     ran?;
     committed.map_err(from_pg)
 }
 
-/// Runs every prepared statement with its parameters, pipelined; the first
-/// error, if any.
-async fn executions(
+/// `statements`, as one statement (see [`combined`]), in the transaction
+/// open on `client`, if any.
+pub async fn run_in_transaction(
     client: &ClientWrapper,
-    prepared: &[Prepared],
-    params: &[Vec<&(dyn tokio_postgres::types::ToSql + Sync)>],
+    statements: &[Statement],
 ) -> Result<(), StoreError> {
-    let runs = join_all(
-        prepared
-            .iter()
-            .zip(params)
-            .map(|(statement, params)| client.execute(statement, params)),
-    );
-    for result in runs.await {
-        result.map_err(from_pg)?;
-    }
-    Ok(())
+    let Some((sql, params)) = combined(statements) else {
+        return Ok(());
+    };
+    let prepared = prepared(client, &sql).await?;
+    client
+        .execute(&prepared, &params)
+        .await
+        .map(drop)
+        .map_err(from_pg)
 }
