@@ -454,8 +454,25 @@ async fn admin_token_hash(
     write_private_file(&path, &token)?;
     let stored = Commit::writes(vec![Write::AdminToken(token.digest())]);
     commit.commit(stored).await?;
-    tracing::info!(path = %path.display(), "generated the admin token; it was written to this file only");
-    Ok(token.digest())
+    match store.admin_token_hash().await? {
+        Some(hash) if hash == token.digest() => {
+            tracing::info!(path = %path.display(), "generated the admin token; it was written to this file only");
+            Ok(hash)
+        }
+        // Another node of the cluster recorded its token first: that one
+        // is the cluster's, in that node's admin-token file.
+        Some(hash) => {
+            std::fs::remove_file(&path)?;
+            tracing::info!(
+                "another node generated the cluster's admin token first; it is in that node's \
+                 admin-token file"
+            );
+            Ok(hash)
+        }
+        None => Err(StartupError::Io(std::io::Error::other(
+            "the generated admin token was committed but is not stored",
+        ))),
+    }
 }
 
 fn write_private_file(path: &Path, secret: &Secret) -> std::io::Result<()> {

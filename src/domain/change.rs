@@ -35,7 +35,9 @@ pub enum Write {
     PutResource(OrgId, AnyResource),
     /// Remove a workspace resource of an organization.
     DeleteResource(OrgId, ResourceKind, ResourceId),
-    /// Record the SHA-256 of the generated admin token.
+    /// Record the SHA-256 of the generated admin token, unless one is
+    /// recorded: when nodes of a cluster race at their first start, the
+    /// first one's token is the cluster's.
     AdminToken([u8; 32]),
 }
 

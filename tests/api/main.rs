@@ -15,6 +15,7 @@ mod admin_cli;
 mod audit;
 mod backlog;
 mod bad_input;
+mod cluster;
 mod dashboard_browser;
 mod disk_full;
 mod fuzz_regressions;

@@ -208,7 +208,7 @@ rows!(Logs = "INSERT INTO delivery_log (organization_id, id, delivery_id, event,
       error: Option<String>, attempted_at: SystemTime, envelope: String });
 
 rows!(AdminToken = "INSERT INTO admin_token (sha256) SELECT * FROM unnest($1::bytea[]) \
-     ON CONFLICT (singleton) DO UPDATE SET sha256 = EXCLUDED.sha256"; { sha256: Vec<u8> });
+     ON CONFLICT (singleton) DO NOTHING"; { sha256: Vec<u8> });
 
 /// The rows of one batch, by statement.
 #[derive(Default)]

@@ -118,6 +118,8 @@ pub enum Op {
     Put(TreeName, Vec<u8>, Vec<u8>),
     /// Remove a row.
     Remove(TreeName, Vec<u8>),
+    /// Insert a row unless the key holds one.
+    Add(TreeName, Vec<u8>, Vec<u8>),
     /// Seed 2.4, checked inside the transaction before a role row is put.
     GuardRolePut(Box<Role>),
     /// Seed 2.4, checked inside the transaction before a role row is removed.
@@ -128,7 +130,9 @@ impl Op {
     /// The tree it reads or writes.
     fn trees(&self) -> &'static [TreeName] {
         match self {
-            Op::Put(tree, ..) | Op::Remove(tree, _) => std::slice::from_ref(tree.as_static()),
+            Op::Put(tree, ..) | Op::Remove(tree, _) | Op::Add(tree, ..) => {
+                std::slice::from_ref(tree.as_static())
+            }
             // A role guard reads the role, and whether its organization exists yet.
             Op::GuardRolePut(_) | Op::GuardRoleDelete(..) => &[TreeName::Roles, TreeName::Orgs],
         }
@@ -139,7 +143,7 @@ impl Op {
 pub fn size_of<'o>(ops: impl IntoIterator<Item = &'o Op>) -> u64 {
     ops.into_iter()
         .map(|op| match op {
-            Op::Put(_, key, value) => key.len() + value.len(),
+            Op::Put(_, key, value) | Op::Add(_, key, value) => key.len() + value.len(),
             Op::Remove(_, key) => key.len(),
             Op::GuardRolePut(_) | Op::GuardRoleDelete(..) => 0,
         })
@@ -213,7 +217,7 @@ fn prepare_one(
             ));
         }
         Write::AdminToken(hash) => {
-            ops.push(Op::Put(
+            ops.push(Op::Add(
                 Meta,
                 keys::ADMIN_TOKEN_SHA256.to_vec(),
                 hash.to_vec(),
@@ -295,6 +299,12 @@ pub fn apply(views: &Views<'_>, op: &Op) -> TxResult<()> {
         }
         Op::Remove(tree, key) => {
             views.tree(*tree)?.remove(key.as_slice())?;
+        }
+        Op::Add(tree, key, value) => {
+            let tree = views.tree(*tree)?;
+            if tree.get(key.as_slice())?.is_none() {
+                tree.insert(key.as_slice(), value.as_slice())?;
+            }
         }
         Op::GuardRolePut(role) => guard_role_put(views, role)?,
         Op::GuardRoleDelete(org, role) => guard_role_delete(views, *org, *role)?,
