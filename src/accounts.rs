@@ -7,11 +7,14 @@ use std::sync::Arc;
 
 use crate::commit::{Commit, CommitPath};
 use crate::domain::change::Write;
+use crate::domain::commands::members::UserLookup;
 use crate::domain::error::ApiError;
+use crate::domain::names::fold;
 use crate::domain::user::{TokenKind, TokenRecord, User};
 use crate::ids::{TokenId, UserId};
 use crate::secrets::{new_token, Secret};
 use crate::state::accounts::AccountTable;
+use crate::storage::UserKey;
 use crate::time::Timestamp;
 
 /// Serializes account changes.
@@ -33,10 +36,28 @@ impl Accounts {
         }
     }
 
-    /// `POST /admin/users`.
+    /// A user, from memory or, on a store other nodes share, as stored
+    /// (kept in memory from then on).
+    pub async fn user(&self, by: UserKey<'_>) -> Result<Option<User>, ApiError> {
+        let known = match by {
+            UserKey::Id(id) => self.table.user(id),
+            UserKey::Email(folded) => self.table.user_by_email(folded),
+        };
+        if known.is_some() || !self.commit.store().shared() {
+            return Ok(known);
+        }
+        let stored = self.commit.store().user(by).await?;
+        if let Some(user) = &stored {
+            self.table.learn(user.clone(), None);
+        }
+        Ok(stored)
+    }
+
+    /// `POST /admin/users`. Another node may have created the email
+    /// meanwhile: the store's unique index refuses it then.
     pub async fn create_user(&self, email: String, name: Option<String>) -> Result<User, ApiError> {
         let _writer = self.writer.lock().await;
-        if self.table.email_taken(&email) {
+        if self.user(UserKey::Email(&fold(&email))).await?.is_some() {
             return Err(ApiError::EmailTaken);
         }
         let user = User {
@@ -59,7 +80,7 @@ impl Accounts {
         name: Option<String>,
     ) -> Result<(TokenRecord, Secret), ApiError> {
         let _writer = self.writer.lock().await;
-        if self.table.user(user).is_none() {
+        if self.user(UserKey::Id(user)).await?.is_none() {
             return Err(ApiError::NotFound("user"));
         }
         let secret = new_token();
@@ -80,7 +101,11 @@ impl Accounts {
     /// durable before the answer.
     pub async fn revoke_token(&self, id: TokenId) -> Result<(), ApiError> {
         let _writer = self.writer.lock().await;
-        let record = self.table.token(id).ok_or(ApiError::NotFound("token"))?;
+        let record = match self.table.token(id) {
+            Some(record) => Some(record),
+            None => self.commit.store().token(id).await?,
+        };
+        let record = record.ok_or(ApiError::NotFound("token"))?;
         let change = Commit::writes(vec![Write::DeleteToken(record)]);
         self.commit.commit(change).await?;
         Ok(())

@@ -103,10 +103,57 @@ impl CommitPath {
     }
 
     /// Commits `change`: one transaction, durable, published, delivered.
+    /// A change that makes a snapshot moves its organization's revision
+    /// to the snapshot's (refused, as [`StoreError::Stale`], when another
+    /// node moved it first).
     pub async fn commit(&self, change: Commit) -> Result<(), StoreError> {
-        let writes = self.store.commit(change.writes).await?;
+        let mut writes = change.writes;
+        if let Some(snapshot) = &change.snapshot {
+            writes.push(Write::OrgRevision(snapshot.id(), snapshot.revision));
+        }
+        let writes = self.store.commit(writes).await?;
         self.published(&writes, change.snapshot);
         Ok(())
+    }
+
+    /// The store, for reads.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The published snapshot of `org`.
+    pub fn snapshot(&self, org: OrgId) -> Option<Arc<OrgState>> {
+        self.directory.get(org)
+    }
+
+    /// The published snapshot of `org`, first reloaded when a store shared
+    /// with other nodes holds a newer revision (or this node has not read
+    /// the organization yet); `revision` is the stored one when the caller
+    /// has just read it.
+    pub async fn fresh_snapshot(
+        &self,
+        org: OrgId,
+        revision: Option<u64>,
+    ) -> Result<Option<Arc<OrgState>>, StoreError> {
+        let published = self.directory.get(org);
+        let current = match (&published, revision) {
+            (Some(state), Some(stored)) => state.revision >= stored,
+            (Some(_), None) => !self.store.shared(),
+            (None, _) => false,
+        };
+        if current || !self.store.shared() {
+            return Ok(published);
+        }
+        self.reload(org).await
+    }
+
+    /// Reads `org`'s state as stored now and publishes it (unless a newer
+    /// one is published meanwhile): for a node whose snapshot is behind.
+    pub async fn reload(&self, org: OrgId) -> Result<Option<Arc<OrgState>>, StoreError> {
+        let Some(stored) = self.store.org_state(org).await? else {
+            return Ok(None);
+        };
+        Ok(Some(self.directory.publish(Arc::new(stored))))
     }
 
     /// Reads one of `org`'s resources and commits what `decide` makes of

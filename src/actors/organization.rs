@@ -19,6 +19,7 @@ use crate::domain::error::ApiError;
 use crate::domain::org_state::OrgState;
 use crate::ids::OrgId;
 use crate::state::accounts::AccountTable;
+use crate::storage::StoreError;
 use crate::webhooks::signing::new_secret;
 
 /// Called when the actor stops for idleness, so whoever started it can
@@ -56,51 +57,90 @@ impl OrganizationActor {
             last_active: Instant::now(),
         }
     }
+}
 
-    fn decide(&self, msg: &Mutate) -> Result<Change, ApiError> {
-        let (state, caller, needs) = (&self.state, msg.caller, msg.needs);
-        match &msg.command {
-            OrgCommand::CreateRole(input) => roles::create_role(state, caller, needs, input),
-            OrgCommand::UpdateRole(role, if_match, input) => {
-                roles::update_role(state, caller, needs, *role, if_match.as_ref(), input)
-            }
-            OrgCommand::DeleteRole(role, if_match) => {
-                roles::delete_role(state, caller, needs, *role, if_match.as_ref())
-            }
-            OrgCommand::AddMember(input) => {
-                members::add_member(state, caller, needs, self.users.as_ref(), input)
-            }
-            OrgCommand::ChangeMemberRole(user, input) => {
-                members::change_member_role(state, caller, needs, *user, input)
-            }
-            OrgCommand::RemoveMember(user) => members::remove_member(state, caller, needs, *user),
-            // Which key depends on the fields changed: the command knows.
-            OrgCommand::UpdateOrganization(input) => {
-                organization::update_organization(state, caller, input)
-            }
-            OrgCommand::SaveWebhook(test) => webhooks::save_webhook(state, caller, needs, test),
-            OrgCommand::RotateWebhook => {
-                webhooks::rotate_webhook(state, caller, needs, new_secret())
-            }
-            OrgCommand::DeleteWebhook => webhooks::delete_webhook(state, caller, needs),
+/// What `msg` asks of `state`, decided by the domain's pure commands.
+fn decide(state: &OrgState, users: &AccountTable, msg: &Mutate) -> Result<Change, ApiError> {
+    let (caller, needs) = (msg.caller, msg.needs);
+    match &msg.command {
+        OrgCommand::CreateRole(input) => roles::create_role(state, caller, needs, input),
+        OrgCommand::UpdateRole(role, if_match, input) => {
+            roles::update_role(state, caller, needs, *role, if_match.as_ref(), input)
         }
+        OrgCommand::DeleteRole(role, if_match) => {
+            roles::delete_role(state, caller, needs, *role, if_match.as_ref())
+        }
+        OrgCommand::AddMember(input) => members::add_member(state, caller, needs, users, input),
+        OrgCommand::ChangeMemberRole(user, input) => {
+            members::change_member_role(state, caller, needs, *user, input)
+        }
+        OrgCommand::RemoveMember(user) => members::remove_member(state, caller, needs, *user),
+        // Which key depends on the fields changed: the command knows.
+        OrgCommand::UpdateOrganization(input) => {
+            organization::update_organization(state, caller, input)
+        }
+        OrgCommand::SaveWebhook(test) => webhooks::save_webhook(state, caller, needs, test),
+        OrgCommand::RotateWebhook => webhooks::rotate_webhook(state, caller, needs, new_secret()),
+        OrgCommand::DeleteWebhook => webhooks::delete_webhook(state, caller, needs),
     }
+}
 
-    /// The change `msg` makes and the snapshot it leads to; `Ok(Err(reply))`
-    /// for a command that changes nothing.
-    fn prepare(&self, msg: &Mutate) -> Result<Result<(Commit, Reply), Reply>, ApiError> {
-        let change = self.decide(msg)?;
-        if change.edits.is_empty() {
-            return Ok(Err(change.reply));
-        }
-        let next = Arc::new(self.state.apply(&change.edits));
-        let (writes, reply) = change.into_writes(&next, msg.caller.user_id(), &msg.request_id)?;
-        let commit = Commit {
-            writes,
-            snapshot: Some(next),
+/// The change `msg` makes to `state` and the snapshot it leads to;
+/// `Ok(Err(reply))` for a command that changes nothing.
+fn prepare(
+    state: &OrgState,
+    users: &AccountTable,
+    msg: &Mutate,
+) -> Result<Result<(Commit, Reply), Reply>, ApiError> {
+    let change = decide(state, users, msg)?;
+    if change.edits.is_empty() {
+        return Ok(Err(change.reply));
+    }
+    let next = Arc::new(state.apply(&change.edits));
+    let (writes, reply) = change.into_writes(&next, msg.caller.user_id(), &msg.request_id)?;
+    let commit = Commit {
+        writes,
+        snapshot: Some(next),
+    };
+    Ok(Ok((commit, reply)))
+}
+
+/// Times a command is decided again on a fresh state when another node
+/// changed the organization first, before the caller gets a 503.
+const STALE_RETRIES: usize = 3;
+
+/// Commits `msg`'s change, deciding it again on the stored state when
+/// another node changed the organization first; answers the reply and the
+/// state it left.
+async fn commit_deciding_again(
+    commit: Arc<CommitPath>,
+    users: Arc<AccountTable>,
+    msg: Mutate,
+    prepared: (Commit, Reply),
+) -> Result<(Reply, Option<Arc<OrgState>>), ApiError> {
+    let (mut change, mut reply) = prepared;
+    for _ in 0..STALE_RETRIES {
+        let next = change.snapshot.clone();
+        let Some(org) = next.as_ref().map(|state| state.id()) else {
+            commit.commit(change).await?;
+            return Ok((reply, None));
         };
-        Ok(Ok((commit, reply)))
+        match commit.commit(change).await {
+            Ok(()) => return Ok((reply, next)),
+            Err(StoreError::Stale(_)) => {
+                let fresh = commit
+                    .reload(org)
+                    .await?
+                    .ok_or(ApiError::NotFound("organization"))?;
+                match prepare(&fresh, &users, &msg)? {
+                    Ok(again) => (change, reply) = again,
+                    Err(unchanged) => return Ok((unchanged, Some(fresh))),
+                }
+            }
+            Err(err) => return Err(err.into()),
+        }
     }
+    Err(StoreError::Stale("the organization kept changing on other nodes".into()).into())
 }
 
 impl Actor for OrganizationActor {
@@ -122,24 +162,31 @@ impl Handler<Mutate> for OrganizationActor {
 
     fn handle(&mut self, msg: Mutate, _: &mut Self::Context) -> Self::Result {
         self.last_active = Instant::now();
-        let (change, reply) = match self.prepare(&msg) {
+        // A request that found the published snapshot behind the
+        // database's reloaded it: decide on that.
+        if let Some(published) = self.commit.snapshot(self.state.id()) {
+            if published.revision > self.state.revision {
+                self.state = published;
+            }
+        }
+        let prepared = match prepare(&self.state, &self.users, &msg) {
             Ok(Ok(prepared)) => prepared,
             Ok(Err(unchanged)) => return ready(Ok(unchanged)),
             Err(err) => return ready(Err(err)),
         };
-        let next = change.snapshot.clone();
-        let commit = self.commit.clone();
-        AtomicResponse::new(Box::pin(
-            async move { commit.commit(change).await }
-                .into_actor(self)
-                .map(move |committed, actor, _| {
-                    committed?;
-                    if let Some(next) = next {
-                        actor.state = next;
+        let committed =
+            commit_deciding_again(self.commit.clone(), self.users.clone(), msg, prepared);
+        AtomicResponse::new(Box::pin(committed.into_actor(self).map(
+            move |committed, actor, _| {
+                let (reply, state) = committed?;
+                if let Some(state) = state {
+                    if state.revision >= actor.state.revision {
+                        actor.state = state;
                     }
-                    Ok(reply)
-                }),
-        ))
+                }
+                Ok(reply)
+            },
+        )))
     }
 }
 

@@ -35,6 +35,11 @@ pub enum Write {
     PutResource(OrgId, AnyResource),
     /// Remove a workspace resource of an organization.
     DeleteResource(OrgId, ResourceKind, ResourceId),
+    /// The organization's state moves from revision `next - 1` to `next`
+    /// (every change of it comes with one): a store that several nodes
+    /// share refuses it when the state stored is not at `next - 1`
+    /// ([`crate::storage::StoreError::Stale`]).
+    OrgRevision(OrgId, u64),
     /// Record the SHA-256 of the generated admin token, unless one is
     /// recorded: when nodes of a cluster race at their first start, the
     /// first one's token is the cluster's.

@@ -47,6 +47,10 @@ pub struct OrgState {
     pub members: BTreeMap<UserId, Arc<Membership>>,
     /// The webhook endpoint, if configured.
     pub webhook: Option<Arc<WebhookEndpoint>>,
+    /// How many changes it has seen: one more with each [`OrgState::apply`].
+    /// Stored by a database that several nodes share, so that a node can
+    /// tell its snapshot is behind; counted from the start elsewhere.
+    pub revision: u64,
     /// Members per role, kept in step with `members`.
     member_counts: HashMap<RoleId, usize>,
     /// The whole role list as JSON (`GET /roles` without paging), rendered
@@ -66,6 +70,7 @@ impl OrgState {
         let mut state = OrgState {
             org,
             webhook: webhook.map(Arc::new),
+            revision: 0,
             roles: roles.into_iter().map(|r| (r.id, Arc::new(r))).collect(),
             members: BTreeMap::new(),
             member_counts: HashMap::new(),
@@ -166,6 +171,7 @@ impl OrgState {
     /// A copy of this state with `edits` applied.
     pub fn apply(&self, edits: &[Edit]) -> OrgState {
         let mut next = self.clone();
+        next.revision += 1;
         for edit in edits {
             match edit {
                 Edit::PutOrg(org) => next.org = org.clone(),

@@ -3,6 +3,8 @@
 //! only (no locks held, no mailbox round trip).
 
 use std::future::{ready, Ready};
+
+use futures_util::future::{Either, LocalBoxFuture};
 use std::sync::Arc;
 
 use actix_web::dev::Payload;
@@ -67,12 +69,64 @@ impl UserAuth {
     }
 }
 
+/// An extractor's answer: at once from memory, or after a round trip to a
+/// store that several nodes share.
+pub type Checked<T> =
+    Either<Ready<Result<T, ApiError>>, LocalBoxFuture<'static, Result<T, ApiError>>>;
+
+/// The context and the presented token, when the store is shared by
+/// several nodes: memory is then a cache, checked per request.
+fn shared(req: &HttpRequest) -> Result<Option<(web::Data<AppContext>, String)>, ApiError> {
+    let ctx = context(req)?;
+    if !ctx.store.shared() {
+        return Ok(None);
+    }
+    Ok(Some((ctx.clone(), bearer(req)?.to_owned())))
+}
+
+/// Checks `token` (and `org`'s revision) against the shared store in one
+/// round trip: the caller, and `org`'s snapshot, reloaded when another
+/// node changed it since this node last read it.
+async fn checked(
+    ctx: web::Data<AppContext>,
+    token: String,
+    org: Option<OrgId>,
+) -> Result<(UserId, Option<Arc<OrgState>>), ApiError> {
+    let digest = sha256(token.as_bytes());
+    let fresh = ctx.store.freshness(&digest, org).await?.unwrap_or_default();
+    let Some((record, user)) = fresh.account else {
+        ctx.accounts.forget_token(&digest);
+        return Err(ApiError::Unauthenticated(
+            "the bearer token is unknown or revoked",
+        ));
+    };
+    let caller = user.id;
+    ctx.accounts.learn(user, Some(record));
+    let Some(org) = org else {
+        return Ok((caller, None));
+    };
+    let revision = fresh.revision.ok_or(ApiError::NotFound("organization"))?;
+    let state = ctx
+        .commit
+        .fresh_snapshot(org, Some(revision))
+        .await?
+        .ok_or(ApiError::NotFound("organization"))?;
+    Ok((caller, Some(state)))
+}
+
 impl FromRequest for UserAuth {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = Checked<Self>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(Self::resolve(req))
+        match shared(req) {
+            Ok(Some((ctx, token))) => Either::Right(Box::pin(async move {
+                let (user, _) = checked(ctx, token, None).await?;
+                Ok(UserAuth { user })
+            })),
+            Ok(None) => Either::Left(ready(Self::resolve(req))),
+            Err(err) => Either::Left(ready(Err(err))),
+        }
     }
 }
 
@@ -138,13 +192,24 @@ pub struct OrgAccess {
 impl OrgAccess {
     fn resolve(req: &HttpRequest) -> Result<Self, ApiError> {
         let UserAuth { user } = UserAuth::resolve(req)?;
-        let not_found = ApiError::NotFound("organization");
-        let org = req
-            .match_info()
+        let org = Self::org_of(req)?;
+        let state = context(req)?
+            .directory
+            .get(org)
+            .ok_or(ApiError::NotFound("organization"))?;
+        Self::of_member(user, state)
+    }
+
+    /// The organization of the path.
+    fn org_of(req: &HttpRequest) -> Result<OrgId, ApiError> {
+        req.match_info()
             .get("org_id")
             .and_then(OrgId::parse)
-            .ok_or(ApiError::NotFound("organization"))?;
-        let state = context(req)?.directory.get(org).ok_or(not_found)?;
+            .ok_or(ApiError::NotFound("organization"))
+    }
+
+    /// `user`'s access to `state`: 404 unless a member.
+    fn of_member(user: UserId, state: Arc<OrgState>) -> Result<Self, ApiError> {
         let permissions = state
             .permissions_of(user)
             .ok_or(ApiError::NotFound("organization"))?;
@@ -175,9 +240,18 @@ impl OrgAccess {
 
 impl FromRequest for OrgAccess {
     type Error = ApiError;
-    type Future = Ready<Result<Self, ApiError>>;
+    type Future = Checked<Self>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(Self::resolve(req))
+        let shared = shared(req).and_then(|shared| Ok((shared, Self::org_of(req)?)));
+        match shared {
+            Ok((Some((ctx, token)), org)) => Either::Right(Box::pin(async move {
+                let (user, state) = checked(ctx, token, Some(org)).await?;
+                let state = state.ok_or(ApiError::NotFound("organization"))?;
+                Self::of_member(user, state)
+            })),
+            Ok((None, _)) => Either::Left(ready(Self::resolve(req))),
+            Err(err) => Either::Left(ready(Err(err))),
+        }
     }
 }

@@ -34,7 +34,7 @@ use crate::ids::OrgId;
 use crate::metrics::Metrics;
 use crate::state::accounts::AccountTable;
 use crate::state::directory::Directory;
-use crate::storage::Store;
+use crate::storage::{Store, UserKey};
 use crate::webhooks::client::ClientSettings;
 use crate::webhooks::preflight::PendingTests;
 
@@ -83,6 +83,30 @@ impl AppContext {
             .mutate(access.org_id(), access.caller(), req, route, command)
             .await?;
         Ok(reply_response(reply, status))
+    }
+
+    /// On a store other nodes share, reads the user an invitation names
+    /// (`user_id` or `email`) into memory, where the command looks for it:
+    /// another node may have created it. The command validates the body.
+    pub async fn learn_invitee(&self, input: &crate::domain::input::Input) -> Result<(), ApiError> {
+        if !self.store.shared() {
+            return Ok(());
+        }
+        let Ok(body) = input.parse::<serde_json::Value>() else {
+            return Ok(());
+        };
+        let folded = body["email"]
+            .as_str()
+            .map(|e| crate::domain::names::fold(e.trim()));
+        let by = match (
+            body["user_id"].as_str().and_then(crate::ids::UserId::parse),
+            &folded,
+        ) {
+            (Some(id), _) => UserKey::Id(id),
+            (None, Some(email)) => UserKey::Email(email),
+            (None, None) => return Ok(()),
+        };
+        self.account_changes.user(by).await.map(drop)
     }
 
     /// Runs `command`, needing what `route` needs, on the organization's actor.

@@ -84,6 +84,24 @@ impl AccountTable {
         tables.tokens.get(digest).cloned()
     }
 
+    /// Keeps `user` and `token`, read from a store that other nodes share
+    /// (this node may not have seen them created).
+    pub fn learn(&self, user: User, token: Option<TokenRecord>) {
+        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        tables.put_user(user);
+        if let Some(token) = token {
+            tables.put_token(token);
+        }
+    }
+
+    /// Drops the token whose SHA-256 is `digest`: another node revoked it.
+    pub fn forget_token(&self, digest: &[u8; 32]) {
+        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(token) = tables.tokens.get(digest).cloned() {
+            tables.delete_token(&token);
+        }
+    }
+
     /// Applies the account writes of a committed change.
     pub fn apply(&self, writes: &[Write]) {
         let mut accounts = writes

@@ -38,13 +38,17 @@ impl Directory {
             .cloned()
     }
 
-    /// Replaces (or adds) an organization's snapshot.
-    pub fn publish(&self, next: Arc<OrgState>) {
-        let previous = self
-            .orgs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(next.id(), next.clone());
+    /// Replaces (or adds) an organization's snapshot, unless the one
+    /// published is newer (a reload that raced a change); answers the
+    /// snapshot published after the call.
+    pub fn publish(&self, next: Arc<OrgState>) -> Arc<OrgState> {
+        let previous = {
+            let mut orgs = self.orgs.write().unwrap_or_else(|e| e.into_inner());
+            match orgs.get(&next.id()) {
+                Some(current) if current.revision > next.revision => return current.clone(),
+                _ => orgs.insert(next.id(), next.clone()),
+            }
+        };
         let mut index = self.user_orgs.write().unwrap_or_else(|e| e.into_inner());
         if let Some(previous) = &previous {
             for user in previous
@@ -60,6 +64,7 @@ impl Directory {
         for user in next.members.keys() {
             index.entry(*user).or_default().insert(next.id());
         }
+        next
     }
 
     /// The organizations `user` belongs to, in id order.

@@ -52,6 +52,9 @@ pub enum StoreError {
     /// A write would delete the Member role.
     #[error("the Member role cannot be deleted")]
     SystemRole,
+    /// A user with this email exists (a node that had not seen it yet).
+    #[error("a user with this email exists")]
+    EmailTaken,
     /// A write would add a second Owner or Member row, or change a role's kind.
     #[error("an organization has exactly one Owner and one Member role")]
     SystemRoleCount,
@@ -70,6 +73,10 @@ pub enum StoreError {
         /// Needed for the write and the reserve, in KiB.
         needed_kib: u64,
     },
+    /// The change was decided on an organization state that another node
+    /// has changed since: reload it and decide again.
+    #[error("the organization changed meanwhile: {0}")]
+    Stale(String),
     /// The store is out of service until it recovers (it is being reopened
     /// after a failure, or the database cannot be reached); says why.
     #[error("the store is unavailable: {0}")]
@@ -156,11 +163,13 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::RoleImmutable => ApiError::RoleImmutable,
+            StoreError::EmailTaken => ApiError::EmailTaken,
             StoreError::SystemRole => ApiError::SystemRole,
             StoreError::Engine(_)
             | StoreError::Flush(_)
             | StoreError::Closed
             | StoreError::Unavailable(_)
+            | StoreError::Stale(_)
             | StoreError::DiskFull { .. }
             | StoreError::Io(_) => ApiError::StorageUnavailable(Box::new(err)),
             other => ApiError::internal(other),
@@ -266,6 +275,27 @@ impl Counts {
     pub fn total(&self) -> u64 {
         self.named().iter().map(|(_, n)| n).sum()
     }
+}
+
+/// What a node checks on every authorized request when several nodes
+/// share the store ([`Store::freshness`]).
+#[derive(Debug, Default)]
+pub struct Freshness {
+    /// The token presented and its user; `None` when it is unknown or
+    /// revoked.
+    pub account: Option<(TokenRecord, User)>,
+    /// The organization's revision as stored; `None` when no such
+    /// organization exists (or no organization was asked about).
+    pub revision: Option<u64>,
+}
+
+/// How a user is looked up.
+#[derive(Clone, Copy, Debug)]
+pub enum UserKey<'a> {
+    /// By id.
+    Id(crate::ids::UserId),
+    /// By email, folded ([`crate::domain::names::fold`]).
+    Email(&'a str),
 }
 
 /// The storage engines.
@@ -387,6 +417,62 @@ impl Store {
         match self {
             Store::Sled(store) => store.load(),
             Store::Postgres(store) => store.load().await,
+        }
+    }
+
+    /// Whether other nodes change what this node holds in memory: then
+    /// memory is a cache, and a request checks its token and organization
+    /// against the store first ([`Store::freshness`]).
+    pub fn shared(&self) -> bool {
+        matches!(self, Store::Postgres(_))
+    }
+
+    /// The live token whose SHA-256 is `token`, with its user, and the
+    /// stored revision of `org`: in one round trip. `None` on a store no
+    /// other node shares, where memory is the truth.
+    pub async fn freshness(
+        &self,
+        token: &[u8; 32],
+        org: Option<OrgId>,
+    ) -> Result<Option<Freshness>, StoreError> {
+        match self {
+            Store::Sled(_) => Ok(None),
+            Store::Postgres(store) => store.freshness(token, org).await.map(Some),
+        }
+    }
+
+    /// A user as stored, on a shared store (`None` on sled, whose users
+    /// are all in memory).
+    pub async fn user(&self, by: UserKey<'_>) -> Result<Option<User>, StoreError> {
+        match self {
+            Store::Sled(_) => Ok(None),
+            Store::Postgres(store) => store.user(by).await,
+        }
+    }
+
+    /// The organizations `user` belongs to as stored, with their
+    /// revisions, on a shared store (empty on sled).
+    pub async fn orgs_of(&self, user: crate::ids::UserId) -> Result<Vec<(OrgId, u64)>, StoreError> {
+        match self {
+            Store::Sled(_) => Ok(Vec::new()),
+            Store::Postgres(store) => store.orgs_of(user).await,
+        }
+    }
+
+    /// A token record as stored, on a shared store (`None` on sled).
+    pub async fn token(&self, id: crate::ids::TokenId) -> Result<Option<TokenRecord>, StoreError> {
+        match self {
+            Store::Sled(_) => Ok(None),
+            Store::Postgres(store) => store.token(id).await,
+        }
+    }
+
+    /// One organization's state as stored now (webhook secret opened), for
+    /// a node whose snapshot is behind the database's.
+    pub async fn org_state(&self, org: OrgId) -> Result<Option<OrgState>, StoreError> {
+        match self {
+            Store::Sled(store) => store.org_state(org),
+            Store::Postgres(store) => store.org_state(org).await,
         }
     }
 

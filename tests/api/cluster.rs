@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::engines::{on_database, Engine};
-use crate::helpers::{launch_binary, Running};
+use crate::helpers::{launch_binary, Running, ADMIN};
 
 /// The settings that put a node on the database at `url`, with a
 /// generated admin token.
@@ -144,8 +144,8 @@ async fn three_nodes(databases: &crate::engines::Databases, start: Start) {
     });
     assert_eq!(
         (versions, hashes),
-        (1, 1),
-        "one schema version row, one admin token"
+        (2, 1),
+        "one row per schema version (2), one admin token"
     );
 }
 
@@ -158,5 +158,250 @@ async fn three_nodes_starting_at_once_share_one_schema_and_one_admin_token() {
     three_nodes(&databases, Start::Empty).await;
     for _ in 0..4 {
         three_nodes(&databases, Start::Released).await;
+    }
+}
+
+/// Two nodes on one new database (the tests' admin token).
+struct Pair {
+    a: Running,
+    b: Running,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+fn two_nodes(databases: &crate::engines::Databases) -> Pair {
+    let dirs = [
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    ];
+    let url = databases.url_for(dirs[0].path());
+    let env = [
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
+    ];
+    Pair {
+        a: Running::start(dirs[0].path(), &env),
+        b: Running::start(dirs[1].path(), &env),
+        _dirs: dirs,
+    }
+}
+
+/// An enterprise organization made on `node`: (org path, owner token).
+async fn enterprise_org(node: &Running, name: &str) -> (String, String) {
+    let (org, owner) = node.org(ADMIN, name).await;
+    node.patch(
+        &format!("/admin/organizations/{org}"),
+        ADMIN,
+        json!({"plan": "enterprise"}),
+    )
+    .await
+    .expect(200);
+    (format!("/organizations/{org}"), owner)
+}
+
+/// The id in a JSON answer.
+fn id_of(value: &serde_json::Value) -> String {
+    value["id"].as_str().expect("id").to_owned()
+}
+
+#[actix_web::test]
+async fn a_change_answered_by_one_node_is_in_force_on_the_next_request_to_the_other() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::next_request") else {
+        return;
+    };
+    let Pair { a, b, .. } = two_nodes(&databases);
+    let (org, owner) = enterprise_org(&a, "Fresh").await;
+    let readers = a
+        .post(
+            &format!("{org}/roles"),
+            &owner,
+            json!({"name": "Readers", "permissions": ["org:team:read"]}),
+        )
+        .await
+        .expect(201)
+        .json();
+    let role = format!("{org}/roles/{}", id_of(&readers));
+    let (member, member_token) = a.user(ADMIN, "reader@cluster.test").await;
+    b.post(
+        &format!("{org}/members"),
+        &owner,
+        json!({"user_id": member, "role_id": id_of(&readers)}),
+    )
+    .await
+    .expect(201);
+
+    // The role's permission removed and restored, five times, each change
+    // on one node and the next request on the other.
+    let members = format!("{org}/members");
+    for round in 0..5 {
+        let (writer, reader) = if round % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        reader.get(&members, &member_token).await.expect(200);
+        writer
+            .patch(&role, &owner, json!({"permissions": ["org:tasks:read"]}))
+            .await
+            .expect(200);
+        reader
+            .get(&members, &member_token)
+            .await
+            .problem(403, "FORBIDDEN");
+        writer
+            .patch(&role, &owner, json!({"permissions": ["org:team:read"]}))
+            .await
+            .expect(200);
+        reader.get(&members, &member_token).await.expect(200);
+    }
+
+    // A member removed on one node is gone on the next request to the other.
+    b.get(&members, &member_token).await.expect(200);
+    a.delete(&format!("{members}/{member}"), &owner)
+        .await
+        .expect(204);
+    b.get(&members, &member_token)
+        .await
+        .problem(404, "NOT_FOUND");
+
+    // A token revoked on one node is refused on the next request to the other.
+    let (_, doomed) = a.user(ADMIN, "doomed@cluster.test").await;
+    b.get("/me", &doomed).await.expect(200);
+    let me = b.get("/me", &doomed).await.expect(200).json();
+    let doomed_user = me["user"]["id"].as_str().expect("user id").to_owned();
+    let issued = a
+        .post(
+            &format!("/admin/users/{doomed_user}/tokens"),
+            ADMIN,
+            json!({"kind": "api"}),
+        )
+        .await
+        .expect(201)
+        .json();
+    let second = issued["token"].as_str().expect("token").to_owned();
+    b.get("/me", &second).await.expect(200);
+    a.delete(&format!("/admin/tokens/{}", id_of(&issued)), ADMIN)
+        .await
+        .expect(204);
+    b.get("/me", &second).await.problem(401, "UNAUTHENTICATED");
+    b.get("/me", &doomed).await.expect(200);
+}
+
+#[actix_web::test]
+async fn racing_creates_of_one_name_on_two_nodes_make_exactly_one_role() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::racing_creates") else {
+        return;
+    };
+    let Pair { a, b, .. } = two_nodes(&databases);
+    let (org, owner) = enterprise_org(&a, "Race").await;
+    b.get(&format!("{org}/roles"), &owner).await.expect(200);
+    let path = format!("{org}/roles");
+    let body = json!({"name": "Reviewers", "permissions": ["org:team:read"]});
+    let creates = (0..40).map(|i| {
+        let node = if i % 2 == 0 { &a } else { &b };
+        node.post(&path, &owner, body.clone())
+    });
+    let answers = futures_util::future::join_all(creates).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|reply| reply.status).collect();
+    statuses.sort_unstable();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        39,
+        "{statuses:?}"
+    );
+    for reply in answers.iter().filter(|reply| reply.status == 409) {
+        reply.problem(409, "NAME_CONFLICT");
+    }
+    for node in [&a, &b] {
+        let roles = node
+            .get(&format!("{org}/roles"), &owner)
+            .await
+            .expect(200)
+            .json();
+        let reviewers = roles["items"]
+            .as_array()
+            .map(|items| items.iter().filter(|r| r["name"] == "Reviewers").count());
+        assert_eq!(reviewers, Some(1), "{roles}");
+    }
+}
+
+#[actix_web::test]
+async fn racing_owner_demotions_on_two_nodes_never_leave_the_organization_without_an_owner() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::owner_races") else {
+        return;
+    };
+    let Pair { a, b, .. } = two_nodes(&databases);
+    let (org, first_token) = enterprise_org(&a, "Owners").await;
+    let roles = a
+        .get(&format!("{org}/roles"), &first_token)
+        .await
+        .expect(200)
+        .json();
+    let (owner_role, member_role) = (id_of(&roles["items"][0]), id_of(&roles["items"][1]));
+    let me = a.get("/me", &first_token).await.expect(200).json();
+    let first = me["user"]["id"].as_str().expect("user id").to_owned();
+    let (second, second_token) = a.user(ADMIN, "second-owner@cluster.test").await;
+    a.post(
+        &format!("{org}/members"),
+        &first_token,
+        json!({"user_id": second, "role_id": owner_role}),
+    )
+    .await
+    .expect(201);
+
+    for round in 0..10 {
+        // Each owner demotes the other, on different nodes, at once.
+        let (demote_second, demote_first) = (
+            format!("{org}/members/{second}"),
+            format!("{org}/members/{first}"),
+        );
+        let demote = json!({"role_id": member_role});
+        let (one, two) = futures_util::join!(
+            a.patch(&demote_second, &first_token, demote.clone()),
+            b.patch(&demote_first, &second_token, demote.clone()),
+        );
+        let won = [one.status, two.status]
+            .iter()
+            .filter(|s| **s == 200)
+            .count();
+        assert!(
+            won <= 1,
+            "round {round}: both demotions passed ({}, {})",
+            one.status,
+            two.status
+        );
+        let members = b
+            .get(
+                &format!("{org}/members"),
+                &if one.status == 200 {
+                    first_token.clone()
+                } else {
+                    second_token.clone()
+                },
+            )
+            .await
+            .expect(200)
+            .json();
+        let owners: Vec<String> = members["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter(|m| m["role_id"] == owner_role.as_str())
+            .map(|m| m["user_id"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(owners.len(), 1, "round {round}: one owner left: {members}");
+        // The remaining owner promotes the other again.
+        let (remaining, demoted) = if owners[0] == first {
+            (&first_token, &second)
+        } else {
+            (&second_token, &first)
+        };
+        a.patch(
+            &format!("{org}/members/{demoted}"),
+            remaining,
+            json!({"role_id": owner_role}),
+        )
+        .await
+        .expect(200);
     }
 }

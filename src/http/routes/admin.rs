@@ -23,6 +23,7 @@ use crate::http::problem::Problem;
 use crate::http::route_table::ORG_UPDATE;
 use crate::http::{json_response, path_id, reply_response, AppContext};
 use crate::ids::{OrgId, TokenId, UserId};
+use crate::storage::UserKey;
 use crate::time::Timestamp;
 
 /// Registers the routes.
@@ -133,7 +134,7 @@ async fn create_token(
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
     let user = path_id(&path, "user", UserId::parse)?;
-    if ctx.accounts.user(user).is_none() {
+    if ctx.account_changes.user(UserKey::Id(user)).await?.is_none() {
         return Err(ApiError::NotFound("user"));
     }
     let body: CreateToken = input.parse()?;
@@ -183,8 +184,9 @@ async fn create_org(
     let body: CreateOrganizationBody = input.parse()?;
     let owner_id = body.owner_id()?;
     let owner = ctx
-        .accounts
-        .user(owner_id)
+        .account_changes
+        .user(UserKey::Id(owner_id))
+        .await?
         .ok_or(ApiError::NotFound("user"))?;
     let (state, change) = create_organization(&body, &owner)?;
     let state = Arc::new(state);
@@ -208,6 +210,8 @@ async fn update_org(
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
     let org = path_id(&path, "organization", OrgId::parse)?;
+    // Decide on the state as stored when another node may have changed it.
+    ctx.commit.fresh_snapshot(org, None).await?;
     let reply = ctx
         .mutate(
             org,

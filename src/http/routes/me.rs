@@ -60,9 +60,17 @@ async fn me(auth: UserAuth, ctx: web::Data<AppContext>) -> Result<HttpResponse, 
         .accounts
         .user(auth.user)
         .ok_or(ApiError::Unauthenticated("the user no longer exists"))?;
-    let memberships = ctx
-        .directory
-        .orgs_of(auth.user)
+    let orgs = if ctx.store.shared() {
+        // Another node may have added or removed this user anywhere.
+        let mut orgs = Vec::new();
+        for (org, revision) in ctx.store.orgs_of(auth.user).await? {
+            orgs.extend(ctx.commit.fresh_snapshot(org, Some(revision)).await?);
+        }
+        orgs
+    } else {
+        ctx.directory.orgs_of(auth.user)
+    };
+    let memberships = orgs
         .iter()
         .filter_map(|org| {
             let member = org.members.get(&auth.user)?;

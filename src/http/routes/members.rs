@@ -128,6 +128,7 @@ async fn add_member(
     req: HttpRequest,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    ctx.learn_invitee(&input).await?;
     ctx.run_command(
         &access,
         &req,

@@ -9,7 +9,7 @@
 //! statements does not matter.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
 
 use tokio_postgres::types::ToSql;
@@ -123,11 +123,16 @@ rows!(Tokens = "INSERT INTO tokens (sha256, id, user_id, kind, name, created_at)
 
 rows!(TokenDeletes = "DELETE FROM tokens WHERE sha256 = ANY($1::bytea[])"; { sha256: Vec<u8> });
 
-rows!(Orgs = "INSERT INTO organizations (id, name, plan, created_at, updated_at) \
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[]) \
+rows!(Orgs = "INSERT INTO organizations (id, name, plan, created_at, updated_at, revision) \
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], \
+     $6::bigint[]) \
      ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, plan = EXCLUDED.plan, \
-     updated_at = EXCLUDED.updated_at";
-    { id: Uuid, name: String, plan: String, created_at: SystemTime, updated_at: SystemTime });
+     updated_at = EXCLUDED.updated_at, revision = EXCLUDED.revision";
+    { id: Uuid, name: String, plan: String, created_at: SystemTime, updated_at: SystemTime, revision: i64 });
+
+rows!(Revisions = "UPDATE organizations AS o SET revision = e.next \
+     FROM unnest($1::uuid[], $2::bigint[]) AS e (id, next) WHERE o.id = e.id";
+    { org: Uuid, next: i64 });
 
 // The permission keys of each role travel as one comma-joined text (an
 // array of arrays must be rectangular).
@@ -217,6 +222,7 @@ struct Tables {
     tokens: Tokens,
     token_deletes: TokenDeletes,
     orgs: Orgs,
+    revisions: Revisions,
     roles: Roles,
     role_deletes: RoleDeletes,
     members: Members,
@@ -238,6 +244,7 @@ enum RowKey {
     User(Uuid),
     Token([u8; 32]),
     Org(Uuid),
+    Revision(Uuid),
     Role(Uuid, Uuid),
     Member(Uuid, Uuid),
     Webhook(Uuid),
@@ -269,6 +276,7 @@ fn key_of(write: &Write) -> RowKey {
         }
         Write::DeleteResource(org, kind, id) => RowKey::Resource(org.0, kind.name(), id.0),
         Write::AdminToken(_) => RowKey::AdminToken,
+        Write::OrgRevision(org, _) => RowKey::Revision(org.0),
     }
 }
 
@@ -280,12 +288,27 @@ pub fn statements<'w>(
 ) -> Result<Vec<Statement>, StoreError> {
     let mut tables = Tables::default();
     let mut seen = HashSet::new();
+    let mut revisions = HashMap::new();
     for write in writes.rev() {
         let row = key_of(write);
         if row != RowKey::Appended && !seen.insert(row) {
             continue;
         }
-        add(&mut tables, write, key)?;
+        match write {
+            // Set with the organization's row when the batch writes it.
+            Write::OrgRevision(org, next) => {
+                revisions.insert(org.0, i64::try_from(*next).unwrap_or(i64::MAX));
+            }
+            write => add(&mut tables, write, key)?,
+        }
+    }
+    for id in &tables.orgs.id {
+        let revision = revisions.remove(id).unwrap_or(0);
+        tables.orgs.revision.push(revision);
+    }
+    for (org, next) in revisions {
+        tables.revisions.org.push(org);
+        tables.revisions.next.push(next);
     }
     let mut out = Vec::new();
     let t = tables;
@@ -293,6 +316,7 @@ pub fn statements<'w>(
     t.tokens.into_statement(&mut out);
     t.token_deletes.into_statement(&mut out);
     t.orgs.into_statement(&mut out);
+    t.revisions.into_statement(&mut out);
     t.roles.into_statement(&mut out);
     t.members.into_statement(&mut out);
     t.member_deletes.into_statement(&mut out);
@@ -311,6 +335,8 @@ pub fn statements<'w>(
 
 fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), StoreError> {
     match write {
+        // Taken apart by `statements`, which sets it with the org's row.
+        Write::OrgRevision(..) => {}
         Write::Edit(edit) => add_edit(t, edit, key)?,
         Write::PutUser(user) => {
             t.users.id.push(user.id.0);

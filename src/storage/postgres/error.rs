@@ -9,6 +9,8 @@ use crate::storage::StoreError;
 const OWNER_IMMUTABLE: &str = "RC001";
 const MEMBER_KEPT: &str = "RC002";
 const KIND_KEPT: &str = "RC003";
+/// SQLSTATE of the organization revision guard (`organizations_revision_guard`).
+const STALE: &str = "RC004";
 
 /// Maps a tokio-postgres error.
 pub fn from_pg(err: tokio_postgres::Error) -> StoreError {
@@ -24,9 +26,11 @@ pub fn from_pg(err: tokio_postgres::Error) -> StoreError {
         OWNER_IMMUTABLE => StoreError::RoleImmutable,
         MEMBER_KEPT => StoreError::SystemRole,
         KIND_KEPT => StoreError::SystemRoleCount,
+        STALE => StoreError::Stale(db.message().to_owned()),
         "23505" if db.constraint().is_some_and(|c| c.starts_with("roles_one_")) => {
             StoreError::SystemRoleCount
         }
+        "23505" if db.constraint() == Some("users_email_folded_key") => StoreError::EmailTaken,
         // Connection exceptions, insufficient resources, operator
         // intervention (shutdown, a cancelled statement: the statement
         // timeout), a read-only standby after failover, and a server

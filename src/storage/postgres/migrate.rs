@@ -9,10 +9,16 @@ use crate::storage::StoreError;
 
 /// The steps, in order; step `n` takes the schema to version `n + 1`.
 /// Released steps never change: a new one is added instead.
-const STEPS: &[(&str, &str)] = &[(
-    "the whole single-node service",
-    include_str!("migrations/0001_schema.sql"),
-)];
+const STEPS: &[(&str, &str)] = &[
+    (
+        "the whole single-node service",
+        include_str!("migrations/0001_schema.sql"),
+    ),
+    (
+        "organization revisions, for several nodes",
+        include_str!("migrations/0002_revisions.sql"),
+    ),
+];
 
 /// The schema version this build reads and writes.
 pub const VERSION: i32 = STEPS.len() as i32;

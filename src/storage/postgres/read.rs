@@ -14,9 +14,10 @@ use crate::domain::audit::AuditRecord;
 use crate::domain::delivery::{Job, LogRecord};
 use crate::domain::org_state::OrgState;
 use crate::domain::resources::Resource;
-use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
+use crate::domain::user::{TokenRecord, User};
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, TokenId, UserId};
 use crate::storage::sealed::opened;
-use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, Window};
+use crate::storage::{Counts, Freshness, Loaded, LogFilter, Page, StoreError, UserKey, Window};
 
 /// Runs one query on `client`.
 pub async fn query(
@@ -50,31 +51,177 @@ fn page<T>(
 impl PgStore {
     /// See [`crate::storage::Store::load`]: secrets opened.
     pub async fn load(&self) -> Result<Loaded, StoreError> {
-        let key = self.key.as_ref();
-        let sql = |table: &str, columns: &str| format!("SELECT {columns} FROM {table}");
-        let (users, tokens, orgs, roles, members, webhooks) = (
-            sql("users", rows::USER),
-            sql("tokens", rows::TOKEN),
-            sql("organizations", rows::ORGANIZATION),
-            sql("roles", rows::ROLE),
-            sql("memberships", rows::MEMBERSHIP),
-            sql("webhooks", rows::WEBHOOK),
+        let (users, tokens) = (
+            format!("SELECT {} FROM users", rows::USER),
+            format!("SELECT {} FROM tokens", rows::TOKEN),
         );
-        let fetched = self
+        let (states, accounts) = self
             .database
             .with("the start-up load", async |client| {
-                let all = futures_util::future::join_all(
-                    [&users, &tokens, &orgs, &roles, &members, &webhooks]
-                        .map(|sql| client.query(sql.as_str(), &[])),
-                )
-                .await;
-                all.into_iter()
-                    .map(|rows| rows.map_err(from_pg))
-                    .collect::<Result<Vec<_>, _>>()
+                let (states, users, tokens) = futures_util::join!(
+                    self.org_states(client, None),
+                    client.query(users.as_str(), &[]),
+                    client.query(tokens.as_str(), &[]),
+                );
+                Ok((states?, (users.map_err(from_pg)?, tokens.map_err(from_pg)?)))
             })
             .await?;
-        let [users, tokens, orgs, roles, members, webhooks] =
-            <[Vec<Row>; 6]>::try_from(fetched).map_err(|_| StoreError::Closed)?;
+        let (users, tokens) = accounts;
+        Ok(Loaded {
+            orgs: states,
+            users: users.iter().map(rows::user).collect::<Result<_, _>>()?,
+            tokens: tokens.iter().map(rows::token).collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// See [`crate::storage::Store::freshness`]: one query.
+    pub async fn freshness(
+        &self,
+        token: &[u8; 32],
+        org: Option<OrgId>,
+    ) -> Result<Freshness, StoreError> {
+        let sql = format!(
+            "SELECT {}, (SELECT revision FROM organizations WHERE id = $2) AS revision \
+             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.sha256 = $1",
+            rows::ACCOUNT
+        );
+        let (token, org) = (token.as_slice(), org.map(|org| org.0));
+        let found = self
+            .database
+            .with("a token check", async |client| {
+                query(client, &sql, &[&token, &org]).await
+            })
+            .await?;
+        let Some(row) = found.first() else {
+            return Ok(Freshness::default());
+        };
+        let revision = rows::get::<Option<i64>>(row, "revision")?;
+        Ok(Freshness {
+            account: Some(rows::account(row)?),
+            revision: revision.map(|r| u64::try_from(r).unwrap_or_default()),
+        })
+    }
+
+    /// See [`crate::storage::Store::user`].
+    pub async fn user(&self, by: UserKey<'_>) -> Result<Option<User>, StoreError> {
+        let (sql, id, email) = match by {
+            UserKey::Id(id) => (
+                format!("SELECT {} FROM users WHERE id = $1", rows::USER),
+                Some(id.0),
+                None,
+            ),
+            UserKey::Email(folded) => (
+                format!("SELECT {} FROM users WHERE email_folded = $1", rows::USER),
+                None,
+                Some(folded.to_owned()),
+            ),
+        };
+        let found = self
+            .database
+            .with("a user read", async |client| match (&id, &email) {
+                (Some(id), _) => query(client, &sql, &[id]).await,
+                (_, Some(email)) => query(client, &sql, &[email]).await,
+                _ => Ok(Vec::new()),
+            })
+            .await?;
+        found.first().map(rows::user).transpose()
+    }
+
+    /// See [`crate::storage::Store::orgs_of`].
+    pub async fn orgs_of(&self, user: UserId) -> Result<Vec<(OrgId, u64)>, StoreError> {
+        let found = self
+            .database
+            .with("a membership read", async |client| {
+                query(
+                    client,
+                    "SELECT o.id, o.revision FROM memberships m \
+                     JOIN organizations o ON o.id = m.organization_id \
+                     WHERE m.user_id = $1 ORDER BY o.id",
+                    &[&user.0],
+                )
+                .await
+            })
+            .await?;
+        found
+            .iter()
+            .map(|row| {
+                let revision = rows::get::<i64>(row, "revision")?;
+                Ok((
+                    OrgId(rows::get(row, "id")?),
+                    u64::try_from(revision).unwrap_or_default(),
+                ))
+            })
+            .collect()
+    }
+
+    /// See [`crate::storage::Store::token`].
+    pub async fn token(&self, id: TokenId) -> Result<Option<TokenRecord>, StoreError> {
+        let sql = format!("SELECT {} FROM tokens WHERE id = $1", rows::TOKEN);
+        let found = self
+            .database
+            .with("a token read", async |client| {
+                query(client, &sql, &[&id.0]).await
+            })
+            .await?;
+        found.first().map(rows::token).transpose()
+    }
+
+    /// See [`crate::storage::Store::org_state`]: as stored now, secret opened.
+    pub async fn org_state(&self, org: OrgId) -> Result<Option<OrgState>, StoreError> {
+        let states = self
+            .database
+            .with("an organization read", async |client| {
+                self.org_states(client, Some(org)).await
+            })
+            .await?;
+        Ok(states.into_iter().next())
+    }
+
+    /// Every organization's state, or only `only`'s: four queries sent
+    /// together.
+    async fn org_states(
+        &self,
+        client: &ClientWrapper,
+        only: Option<OrgId>,
+    ) -> Result<Vec<OrgState>, StoreError> {
+        let filter = |column: &str| match only {
+            Some(_) => format!(" WHERE {column} = $1"),
+            None => String::new(),
+        };
+        let sql = [
+            format!(
+                "SELECT {}, revision FROM organizations{}",
+                rows::ORGANIZATION,
+                filter("id")
+            ),
+            format!(
+                "SELECT {} FROM roles{}",
+                rows::ROLE,
+                filter("organization_id")
+            ),
+            format!(
+                "SELECT {} FROM memberships{}",
+                rows::MEMBERSHIP,
+                filter("organization_id")
+            ),
+            format!(
+                "SELECT {} FROM webhooks{}",
+                rows::WEBHOOK,
+                filter("organization_id")
+            ),
+        ];
+        let id = only.map(|org| org.0);
+        let params: Vec<&(dyn ToSql + Sync)> = match &id {
+            Some(id) => vec![id],
+            None => vec![],
+        };
+        let fetched =
+            futures_util::future::join_all(sql.iter().map(|sql| query(client, sql, &params)))
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()?;
+        let [orgs, roles, members, webhooks] =
+            <[Vec<Row>; 4]>::try_from(fetched).map_err(|_| StoreError::Closed)?;
         let mut by_org: std::collections::HashMap<OrgId, OrgParts> = Default::default();
         for row in &roles {
             let role = rows::role(row)?;
@@ -93,26 +240,20 @@ impl PgStore {
                 .push(member);
         }
         for row in &webhooks {
-            let endpoint = opened(rows::webhook(row)?, key)?;
+            let endpoint = opened(rows::webhook(row)?, self.key.as_ref())?;
             let org = endpoint.organization_id;
             by_org.entry(org).or_default().webhook = Some(endpoint);
         }
         let mut states = Vec::with_capacity(orgs.len());
         for row in &orgs {
             let org = rows::organization(row)?;
+            let revision = rows::get::<i64>(row, "revision")?;
             let parts = by_org.remove(&org.id).unwrap_or_default();
-            states.push(OrgState::new(
-                org,
-                parts.roles,
-                parts.members,
-                parts.webhook,
-            ));
+            let mut state = OrgState::new(org, parts.roles, parts.members, parts.webhook);
+            state.revision = u64::try_from(revision).unwrap_or_default();
+            states.push(state);
         }
-        Ok(Loaded {
-            orgs: states,
-            users: users.iter().map(rows::user).collect::<Result<_, _>>()?,
-            tokens: tokens.iter().map(rows::token).collect::<Result<_, _>>()?,
-        })
+        Ok(states)
     }
 
     /// The stored admin-token hash, if any.

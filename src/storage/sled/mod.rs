@@ -27,6 +27,7 @@ use ::sled::transaction::ConflictableTransactionError;
 use crate::domain::audit::AuditRecord;
 use crate::domain::change::Write;
 use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::org_state::OrgState;
 use crate::domain::resources::Resource;
 use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
@@ -236,6 +237,11 @@ impl SledStore {
     /// Reads everything the in-memory state is built from.
     pub fn load(&self) -> Result<Loaded, StoreError> {
         self.read(|engine| engine.load(self.key.as_ref()))
+    }
+
+    /// See [`crate::storage::Store::org_state`].
+    pub fn org_state(&self, org: OrgId) -> Result<Option<OrgState>, StoreError> {
+        self.read(|engine| engine.org_state(org, self.key.as_ref()))
     }
 
     /// Whether webhook secrets are sealed at rest.

@@ -55,26 +55,52 @@ impl Engine {
     pub fn load(&self, key: Option<&SealingKey>) -> Result<Loaded, StoreError> {
         let users = self.values::<User>(TreeName::Users)?;
         let tokens = self.values::<TokenRecord>(TreeName::Tokens)?;
-        let mut orgs = Vec::new();
-        for org in self.values::<Organization>(TreeName::Orgs)? {
-            let prefix = org.id.as_bytes().to_vec();
-            let roles = self.prefixed::<Role>(TreeName::Roles, &prefix)?;
-            let members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
-            let webhook = match self
-                .tree(TreeName::Webhooks)
-                .get(&prefix)
-                .map_err(StoreError::engine)?
-            {
-                Some(bytes) => Some(opened(decode::<WebhookEndpoint>(&bytes)?, key)?),
-                None => None,
-            };
-            orgs.push(OrgState::new(org, roles, members, webhook));
-        }
+        let orgs = self
+            .values::<Organization>(TreeName::Orgs)?
+            .into_iter()
+            .map(|org| self.state_of(org, key))
+            .collect::<Result<_, _>>()?;
         Ok(Loaded {
             orgs,
             users,
             tokens,
         })
+    }
+
+    /// One organization's state, as stored.
+    pub fn org_state(
+        &self,
+        org: OrgId,
+        key: Option<&SealingKey>,
+    ) -> Result<Option<OrgState>, StoreError> {
+        match self
+            .tree(TreeName::Orgs)
+            .get(org.as_bytes())
+            .map_err(StoreError::engine)?
+        {
+            Some(bytes) => self.state_of(decode(&bytes)?, key).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// `org` with its roles, members and webhook (secret opened).
+    fn state_of(
+        &self,
+        org: Organization,
+        key: Option<&SealingKey>,
+    ) -> Result<OrgState, StoreError> {
+        let prefix = org.id.as_bytes().to_vec();
+        let roles = self.prefixed::<Role>(TreeName::Roles, &prefix)?;
+        let members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
+        let webhook = match self
+            .tree(TreeName::Webhooks)
+            .get(&prefix)
+            .map_err(StoreError::engine)?
+        {
+            Some(bytes) => Some(opened(decode::<WebhookEndpoint>(&bytes)?, key)?),
+            None => None,
+        };
+        Ok(OrgState::new(org, roles, members, webhook))
     }
 
     /// A workspace resource of `org`.

@@ -216,6 +216,8 @@ fn prepare_one(
                 keys::resource(*org, *kind, *id).to_vec(),
             ));
         }
+        // One node alone changes its organizations: nothing to check.
+        Write::OrgRevision(..) => {}
         Write::AdminToken(hash) => {
             ops.push(Op::Add(
                 Meta,
