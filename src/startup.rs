@@ -178,7 +178,7 @@ impl Application {
             directory,
             accounts,
             registry: registry.clone(),
-            tests: PendingTests::default(),
+            tests: PendingTests::new(store.clone()),
             client,
             log: log.clone().recipient(),
             queue_depth: dispatcher.clone().recipient(),

@@ -1,7 +1,9 @@
 //! The webhook test (CONTRACT §6): `test.preflight` sent at once, and the
-//! passed tests waiting to be saved (valid for 15 minutes, once). Kept in
-//! memory: a test is a moment's proof that the endpoint answers, not state
-//! worth surviving a restart.
+//! passed tests waiting to be saved (valid for 15 minutes, once). On sled
+//! they are kept in memory: a test is a moment's proof that the endpoint
+//! answers, not state worth surviving a restart. On PostgreSQL they are
+//! kept in the database, because the test and the save may reach
+//! different nodes.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,6 +18,7 @@ use crate::domain::event::{Event, EventKind};
 use crate::domain::webhook::{EventSet, PassedTest};
 use crate::ids::{DeliveryId, OrgId, TestId};
 use crate::secrets::Secret;
+use crate::storage::Store;
 use crate::time::Timestamp;
 use crate::webhooks::client::{attempt, build_client, AttemptRequest, ClientSettings};
 use crate::webhooks::url::WebhookUrl;
@@ -24,39 +27,58 @@ use crate::webhooks::url::WebhookUrl;
 pub const TEST_VALIDITY: Duration = Duration::from_secs(15 * 60);
 
 /// Passed tests by id.
-#[derive(Default)]
 pub struct PendingTests {
+    /// Where they are kept when several nodes share the store.
+    store: Store,
     tests: Mutex<HashMap<TestId, PassedTest>>,
 }
 
 impl PendingTests {
+    /// Passed tests, in `store` when other nodes share it, else in memory.
+    pub fn new(store: Store) -> Self {
+        PendingTests {
+            store,
+            tests: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// Remembers a passed test (and forgets expired ones).
-    pub fn insert(&self, id: TestId, test: PassedTest) {
+    pub async fn insert(&self, id: TestId, test: PassedTest) -> Result<(), ApiError> {
+        if let Store::Postgres(shared) = &self.store {
+            return Ok(shared.put_passed_test(id, &test, TEST_VALIDITY).await?);
+        }
         let mut tests = self.tests.lock().unwrap_or_else(|e| e.into_inner());
         tests.retain(|_, t| t.passed_at.elapsed() < TEST_VALIDITY);
         tests.insert(id, test);
+        Ok(())
     }
 
     /// A test of `org`, still valid and unused, left in place.
-    pub fn get(&self, org: OrgId, id: TestId) -> Option<PassedTest> {
+    pub async fn get(&self, org: OrgId, id: TestId) -> Result<Option<PassedTest>, ApiError> {
+        if let Store::Postgres(shared) = &self.store {
+            return Ok(shared.passed_test(org, id, TEST_VALIDITY, false).await?);
+        }
         let tests = self.tests.lock().unwrap_or_else(|e| e.into_inner());
-        tests
+        Ok(tests
             .get(&id)
             .filter(|t| t.organization_id == org && t.passed_at.elapsed() < TEST_VALIDITY)
-            .cloned()
+            .cloned())
     }
 
     /// Takes a test of `org` for saving: `None` when unknown, of another
     /// organization, expired or already used. A taken test cannot be reused.
-    pub fn take(&self, org: OrgId, id: TestId) -> Option<PassedTest> {
+    pub async fn take(&self, org: OrgId, id: TestId) -> Result<Option<PassedTest>, ApiError> {
+        if let Store::Postgres(shared) = &self.store {
+            return Ok(shared.passed_test(org, id, TEST_VALIDITY, true).await?);
+        }
         let mut tests = self.tests.lock().unwrap_or_else(|e| e.into_inner());
         match tests.get(&id) {
             Some(test) if test.organization_id == org => {}
-            _ => return None,
+            _ => return Ok(None),
         }
-        tests
+        Ok(tests
             .remove(&id)
-            .filter(|t| t.passed_at.elapsed() < TEST_VALIDITY)
+            .filter(|t| t.passed_at.elapsed() < TEST_VALIDITY))
     }
 }
 

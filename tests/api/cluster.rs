@@ -169,15 +169,21 @@ struct Pair {
 }
 
 fn two_nodes(databases: &crate::engines::Databases) -> Pair {
+    two_nodes_with(databases, &[])
+}
+
+/// Two nodes on one new database, with `extra` settings.
+fn two_nodes_with(databases: &crate::engines::Databases, extra: &[(&str, &str)]) -> Pair {
     let dirs = [
         tempfile::tempdir().expect("tempdir"),
         tempfile::tempdir().expect("tempdir"),
     ];
     let url = databases.url_for(dirs[0].path());
-    let env = [
+    let mut env = vec![
         ("ROLECALL_STORAGE__BACKEND", "postgres"),
         ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
     ];
+    env.extend_from_slice(extra);
     Pair {
         a: Running::start(dirs[0].path(), &env),
         b: Running::start(dirs[1].path(), &env),
@@ -404,4 +410,58 @@ async fn racing_owner_demotions_on_two_nodes_never_leave_the_organization_withou
         .await
         .expect(200);
     }
+}
+
+#[actix_web::test]
+async fn a_webhook_tested_on_one_node_is_saved_on_the_other_once() {
+    use crate::receiver::TestReceiver;
+    use crate::secrets_at_rest::LOOPBACK;
+    use crate::webhook_delivery::service_signature;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::webhook_test") else {
+        return;
+    };
+    let Pair { a, b, .. } = two_nodes_with(&databases, &LOOPBACK);
+    let receiver = TestReceiver::start().await;
+    let (org, owner) = enterprise_org(&a, "Hooks").await;
+    let tested = a
+        .post(
+            &format!("{org}/webhook/test"),
+            &owner,
+            json!({"url": receiver.url, "events": ["task.created"]}),
+        )
+        .await
+        .expect(200)
+        .json();
+    let secret = tested["secret"].as_str().expect("secret").to_owned();
+    let save = json!({"test_id": tested["test_id"]});
+    b.call(
+        actix_web::http::Method::PUT,
+        &format!("{org}/webhook"),
+        Some(&owner),
+        Some(save.clone()),
+    )
+    .await
+    .expect(200);
+    a.call(
+        actix_web::http::Method::PUT,
+        &format!("{org}/webhook"),
+        Some(&owner),
+        Some(save),
+    )
+    .await
+    .problem(409, "TEST_REQUIRED");
+
+    b.post(&format!("{org}/tasks"), &owner, json!({"title": "hooked"}))
+        .await
+        .expect(201);
+    let received = receiver
+        .wait_for(2, std::time::Duration::from_secs(10))
+        .await;
+    assert_eq!(received[1].header("x-service-event"), "task.created");
+    assert_eq!(
+        received[1].header("x-service-signature"),
+        service_signature(&secret, &received[1].body),
+        "signed with the secret the test revealed on the other node"
+    );
 }

@@ -140,7 +140,7 @@ async fn test_webhook(
             candidate_secret: candidate.clone(),
             passed_at: std::time::Instant::now(),
         };
-        ctx.tests.insert(test_id, test);
+        ctx.tests.insert(test_id, test).await?;
     }
     let result = TestResult {
         passed,
@@ -178,12 +178,14 @@ async fn save_webhook(
     let tested = ctx
         .tests
         .get(access.org_id(), test_id)
+        .await?
         .ok_or_else(required)?;
     // The name may resolve elsewhere now than when it was tested.
     allowed_url(&tested.url, ctx.client.policy).await?;
     let test = ctx
         .tests
         .take(access.org_id(), test_id)
+        .await?
         .ok_or_else(required)?;
     ctx.run_command(
         &access,

@@ -1,18 +1,13 @@
-//! Group commit: concurrent writers share transactions. Writes queue here;
-//! a task on the I/O thread takes everything queued and commits it as one
-//! transaction (one round trip, one statement per table), with a few such
-//! transactions in flight at once. Under light load each writer gets its
-//! own transaction at once; under heavy load batches grow by themselves
-//! while the earlier ones are in flight.
+//! Group commit: concurrent writers share transactions ([`batcher`]): a
+//! batch of writes is committed as one transaction of one statement.
 //!
 //! A batch the database refuses (a seed 2.4 guard) is committed again one
 //! writer at a time, so that a refused write fails its caller alone.
 
-use std::sync::Arc;
-
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::oneshot;
 
 use super::batch::statements;
+use super::batcher::{self, Queue};
 use super::connect::IoThread;
 use super::transact::Database;
 use crate::domain::change::Write;
@@ -31,7 +26,7 @@ struct Pending {
 /// The queue of writes to commit.
 #[derive(Clone)]
 pub struct GroupCommit {
-    queue: mpsc::UnboundedSender<Pending>,
+    queue: Queue<Pending>,
 }
 
 impl GroupCommit {
@@ -43,8 +38,10 @@ impl GroupCommit {
         key: Option<SealingKey>,
         in_flight: usize,
     ) -> Self {
-        let (queue, pending) = mpsc::unbounded_channel();
-        io.spawn(run(pending, database, key, in_flight.max(1)));
+        let queue = batcher::start(io, in_flight, MOST_WRITERS, move |batch| {
+            let (database, key) = (database.clone(), key.clone());
+            async move { commit_batch(&database, key.as_ref(), batch).await }
+        });
         GroupCommit { queue }
     }
 
@@ -56,33 +53,6 @@ impl GroupCommit {
             .send(Pending { writes, done })
             .map_err(|_| StoreError::Closed)?;
         outcome.await.map_err(|_| StoreError::Closed)?
-    }
-}
-
-async fn run(
-    mut pending: mpsc::UnboundedReceiver<Pending>,
-    database: Database,
-    key: Option<SealingKey>,
-    in_flight: usize,
-) {
-    let slots = Arc::new(Semaphore::new(in_flight));
-    while let Some(first) = pending.recv().await {
-        // Waiting for a free slot is what lets the next batch grow.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let mut batch = vec![first];
-        while batch.len() < MOST_WRITERS {
-            match pending.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
-            }
-        }
-        let (database, key) = (database.clone(), key.clone());
-        tokio::spawn(async move {
-            commit_batch(&database, key.as_ref(), batch).await;
-            drop(slot);
-        });
     }
 }
 
@@ -106,18 +76,7 @@ async fn commit_batch(database: &Database, key: Option<&SealingKey>, batch: Vec<
                 let _ = writer.done.send(outcome.map(|()| writer.writes));
             }
         }
-        Err(err) => {
-            let reason = crate::telemetry::cause_chain(&err);
-            let mut writers = batch.into_iter();
-            if let Some(first) = writers.next() {
-                let _ = first.done.send(Err(err));
-            }
-            for writer in writers {
-                let _ = writer
-                    .done
-                    .send(Err(StoreError::Unavailable(reason.clone())));
-            }
-        }
+        Err(err) => batcher::fail_all(batch.into_iter().map(|writer| writer.done), err),
     }
 }
 

@@ -9,11 +9,14 @@
 //! is no separate flush to wait for.
 
 mod batch;
+mod batcher;
+mod checks;
 mod connect;
 mod error;
 mod group_commit;
 mod import;
 pub mod migrate;
+mod passed_tests;
 mod read;
 mod reseal;
 mod rows;
@@ -40,6 +43,8 @@ pub use migrate::Migrated;
 pub struct PgStore {
     database: Database,
     committer: GroupCommit,
+    /// The per-request checks of several nodes, batched.
+    checks: checks::Checks,
     /// Seals webhook secrets at rest, when `storage.secret_key` is set.
     key: Option<SealingKey>,
     /// Keeps the I/O thread running while the store is in use.
@@ -96,9 +101,11 @@ impl PgStore {
         // read-modify-writes.
         let in_flight = (settings.pool / 2).clamp(1, 8);
         let committer = GroupCommit::start(&io, database.clone(), key.clone(), in_flight);
+        let checks = checks::Checks::start(&io, database.clone());
         Ok(PgStore {
             database,
             committer,
+            checks,
             key,
             _io: io,
         })
@@ -182,6 +189,16 @@ impl PgStore {
             Ok(decided) => decided,
             Err(err) => Err(E::from(err)),
         }
+    }
+
+    /// See [`crate::storage::Store::freshness`]: concurrent requests share
+    /// one query.
+    pub async fn freshness(
+        &self,
+        token: &[u8; 32],
+        org: Option<OrgId>,
+    ) -> Result<crate::storage::Freshness, StoreError> {
+        self.checks.check(token, org).await
     }
 
     /// Commits on PostgreSQL are durable when they answer.

@@ -17,7 +17,7 @@ use crate::domain::resources::Resource;
 use crate::domain::user::{TokenRecord, User};
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, TokenId, UserId};
 use crate::storage::sealed::opened;
-use crate::storage::{Counts, Freshness, Loaded, LogFilter, Page, StoreError, UserKey, Window};
+use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, UserKey, Window};
 
 /// Runs one query on `client`.
 pub async fn query(
@@ -71,34 +71,6 @@ impl PgStore {
             orgs: states,
             users: users.iter().map(rows::user).collect::<Result<_, _>>()?,
             tokens: tokens.iter().map(rows::token).collect::<Result<_, _>>()?,
-        })
-    }
-
-    /// See [`crate::storage::Store::freshness`]: one query.
-    pub async fn freshness(
-        &self,
-        token: &[u8; 32],
-        org: Option<OrgId>,
-    ) -> Result<Freshness, StoreError> {
-        let sql = format!(
-            "SELECT {}, (SELECT revision FROM organizations WHERE id = $2) AS revision \
-             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.sha256 = $1",
-            rows::ACCOUNT
-        );
-        let (token, org) = (token.as_slice(), org.map(|org| org.0));
-        let found = self
-            .database
-            .with("a token check", async |client| {
-                query(client, &sql, &[&token, &org]).await
-            })
-            .await?;
-        let Some(row) = found.first() else {
-            return Ok(Freshness::default());
-        };
-        let revision = rows::get::<Option<i64>>(row, "revision")?;
-        Ok(Freshness {
-            account: Some(rows::account(row)?),
-            revision: revision.map(|r| u64::try_from(r).unwrap_or_default()),
         })
     }
 

@@ -109,7 +109,8 @@ pub fn user(row: &Row) -> Result<User, StoreError> {
     })
 }
 
-/// A token and its user from the columns of [`ACCOUNT`].
+/// A token and its user, from the columns of `tokens` and the user's
+/// `email`, `user_name` and `user_created_at`.
 pub fn account(row: &Row) -> Result<(TokenRecord, User), StoreError> {
     let token = token(row)?;
     let user = User {
@@ -120,10 +121,6 @@ pub fn account(row: &Row) -> Result<(TokenRecord, User), StoreError> {
     };
     Ok((token, user))
 }
-
-/// Columns of a token joined with its user (`t`, `u`).
-pub const ACCOUNT: &str = "t.id, t.user_id, t.kind, t.name, t.sha256, t.created_at, \
-                           u.email, u.name AS user_name, u.created_at AS user_created_at";
 
 /// Columns of `tokens`.
 pub const TOKEN: &str = "id, user_id, kind, name, sha256, created_at";

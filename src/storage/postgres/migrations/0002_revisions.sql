@@ -19,3 +19,16 @@ END
 $$;
 CREATE TRIGGER organizations_revision_guard BEFORE UPDATE ON organizations
     FOR EACH ROW EXECUTE FUNCTION organizations_revision_guard();
+
+-- Passed webhook tests waiting to be saved (seed 4.3: a save needs a
+-- passed, unused test of the last 15 minutes), shared so that the test and
+-- the save may reach different nodes. The candidate secret is sealed as
+-- the endpoint's is when storage.secret_key is set.
+CREATE TABLE webhook_tests (
+    id                uuid PRIMARY KEY,
+    organization_id   uuid NOT NULL,
+    url               text NOT NULL,
+    events            text[] NOT NULL,
+    candidate_secret  text,
+    passed_at         timestamptz NOT NULL
+);
