@@ -112,7 +112,7 @@ async fn the_backlog_scenario_measures_the_backlog_against_a_control_and_restart
 }
 
 #[actix_web::test]
-async fn on_postgres_the_burst_loses_nothing_and_reports_its_cost_per_event() {
+async fn on_two_postgres_nodes_the_burst_loses_nothing_and_reports_its_cost_per_event() {
     let Ok(url) = std::env::var("ROLECALL_TEST_POSTGRES_URL") else {
         assert!(
             std::env::var("ROLECALL_REQUIRE_POSTGRES").as_deref() != Ok("1"),
@@ -121,7 +121,16 @@ async fn on_postgres_the_burst_loses_nothing_and_reports_its_cost_per_event() {
         eprintln!("skipped load_tool on PostgreSQL: set ROLECALL_TEST_POSTGRES_URL (see README)");
         return;
     };
-    let on_postgres = ["--backend", "postgres", "--postgres-url", &url];
+    // Two nodes on the run's database, the requests spread over them.
+    let before = load_databases(&url);
+    let on_postgres = [
+        "--backend",
+        "postgres",
+        "--postgres-url",
+        &url,
+        "--nodes",
+        "2",
+    ];
     let results = load(&[&on_postgres[..], &["--scenario", "burst"], SMALL].concat()).await;
     let burst = &results["burst"];
     assert_eq!(burst["accepted"], 300, "{burst}");
@@ -153,17 +162,25 @@ async fn on_postgres_the_burst_loses_nothing_and_reports_its_cost_per_event() {
     }
 
     // The run's database is gone.
-    let left: i64 = crate::engines::on_database(&url, |client| async move {
-        let row = client
-            .query_one(
-                "SELECT count(*) FROM pg_database WHERE datname LIKE 'rolecall_load_%'",
+    assert_eq!(
+        load_databases(&url),
+        before,
+        "the load tool drops the database it made"
+    );
+}
+
+/// The load tool's databases on the server of `url`.
+fn load_databases(url: &str) -> Vec<String> {
+    crate::engines::on_database(url, |client| async move {
+        let rows = client
+            .query(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'rolecall_load_%' ORDER BY 1",
                 &[],
             )
             .await
-            .expect("count");
-        row.get(0)
-    });
-    assert_eq!(left, 0, "the load tool drops the database it made");
+            .expect("databases");
+        rows.iter().map(|row| row.get::<_, String>(0)).collect()
+    })
 }
 
 #[actix_web::test]

@@ -9,8 +9,8 @@ use crate::load::stats::table;
 
 /// What to measure: the server the tool started, and its database.
 pub struct Meter {
-    /// The server's process id, when the tool started it.
-    pub server: Option<u32>,
+    /// The servers' process ids, when the tool started them.
+    pub servers: Vec<u32>,
     /// The run's PostgreSQL database, with `--backend postgres`.
     pub database: Option<String>,
 }
@@ -42,17 +42,16 @@ impl Meter {
             None => None,
         };
         Start {
-            cpu: self.server.map(cpu::sample),
+            cpu: (!self.servers.is_empty()).then(|| cpu::sample(&self.servers)),
             statements,
         }
     }
 
     /// What `events` events cost since `start`.
     pub async fn finish(&self, start: Start, events: u64) -> Cost {
-        let cpu_per_event = match (self.server, start.cpu) {
-            (Some(pid), Some(before)) => Some(cpu::per_event(before, cpu::sample(pid), events)),
-            _ => None,
-        };
+        let cpu_per_event = start
+            .cpu
+            .map(|before| cpu::per_event(before, cpu::sample(&self.servers), events));
         let (statements, statements_unavailable) = match (&self.database, start.statements) {
             (Some(url), Some(Ok(before))) => match postgres::snapshot(url).await {
                 Ok(after) => (

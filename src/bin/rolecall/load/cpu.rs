@@ -9,7 +9,7 @@ use serde::Serialize;
 /// CPU time of the processes measured, at one moment.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuSample {
-    /// The rolecall server.
+    /// The rolecall servers (every node of a cluster).
     pub server: Duration,
     /// Every `postgres` process visible (none when the database is elsewhere).
     pub postgres: Option<Duration>,
@@ -18,16 +18,17 @@ pub struct CpuSample {
 /// CPU per event between two samples, in microseconds.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct CpuPerEvent {
-    /// The rolecall server.
+    /// The rolecall servers (every node of a cluster, summed).
     pub server_us: f64,
     /// PostgreSQL, when it runs on this machine.
     pub postgres_us: Option<f64>,
 }
 
-/// Reads the CPU time of process `server` and of every `postgres` process.
-pub fn sample(server: u32) -> CpuSample {
+/// Reads the CPU time of the `servers` processes (summed) and of every
+/// `postgres` process.
+pub fn sample(servers: &[u32]) -> CpuSample {
     CpuSample {
-        server: process_cpu(server).unwrap_or_default(),
+        server: servers.iter().filter_map(|pid| process_cpu(*pid)).sum(),
         postgres: postgres_cpu(),
     }
 }

@@ -110,6 +110,10 @@ pub struct LoadArgs {
     /// Statements per event are counted when the server loads pg_stat_statements.
     #[arg(long, value_name = "URL", required_if_eq("backend", "postgres"))]
     pub postgres_url: Option<String>,
+    /// With --backend postgres: nodes to start on the run's database (a cluster); requests
+    /// are spread over them in turn.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -123,6 +127,11 @@ pub fn run(args: LoadArgs) -> Result<Value, String> {
             "the startup and backlog scenarios seed a sled data directory: run them \
                     with --backend sled"
                 .into(),
+        );
+    }
+    if args.nodes != 1 && !postgres {
+        return Err(
+            "--nodes starts several nodes on one database: it needs --backend postgres".into(),
         );
     }
     if postgres && args.url.is_some() {
@@ -155,9 +164,9 @@ async fn run_scenarios(
     args: &LoadArgs,
     database: Option<&postgres::RunDatabase>,
 ) -> Result<Value, String> {
-    let mut _server = None;
+    let mut _servers = Vec::new();
     let mut meter = cost::Meter {
-        server: None,
+        servers: Vec::new(),
         database: database.map(|database| database.url.clone()),
     };
     let (base, admin) = match &args.url {
@@ -167,7 +176,7 @@ async fn run_scenarios(
                 .clone()
                 .or_else(|| std::env::var("ROLECALL_ADMIN__TOKEN").ok());
             (
-                url.trim_end_matches('/').to_owned(),
+                vec![url.trim_end_matches('/').to_owned()],
                 admin.ok_or("--admin-token (or ROLECALL_ADMIN__TOKEN) is required with --url")?,
             )
         }
@@ -177,17 +186,18 @@ async fn run_scenarios(
                     println!("statements will not be counted: {why}");
                 }
             }
-            let (server, admin) = start_server(database.map(|d| d.url.as_str()))?;
-            let base = server.base_url();
-            meter.server = Some(server.pid());
-            _server = Some(server);
-            (base, admin)
+            let (servers, admin) =
+                start_servers(args.nodes.max(1), database.map(|d| d.url.as_str()))?;
+            let bases = servers.iter().map(ServerProcess::base_url).collect();
+            meter.servers = servers.iter().map(ServerProcess::pid).collect();
+            _servers = servers;
+            (bases, admin)
         }
     };
     let sink = Arc::new(SinkState::default());
     let (sink_url, _sink) =
         sink::start(sink.clone(), Duration::from_secs(30)).map_err(|e| e.to_string())?;
-    let target = Target::new(base, admin, args.concurrency);
+    let target = Target::spread(base, admin, args.concurrency);
     let fixture = Arc::new(target.setup(args.orgs, &sink_url, &sink).await?);
     let clients = (args.concurrency, args.client_threads);
     let mut results = serde_json::Map::new();
@@ -351,23 +361,30 @@ fn run_backlog(args: &LoadArgs) -> Result<Value, String> {
     Ok(value)
 }
 
-/// Starts `rolecall serve` (a child process) in a scratch directory, with
-/// webhooks allowed to reach the sink. `ROLECALL_<SECTION>__<KEY>` variables
-/// of the environment reach it too, so server settings can be compared under
-/// the same load. Answers the server and its admin token.
-fn start_server(postgres_url: Option<&str>) -> Result<(ServerProcess, String), String> {
+/// Starts `nodes` `rolecall serve` child processes, each in a scratch
+/// directory (on the PostgreSQL database `postgres_url` when given), with
+/// webhooks allowed to reach the sink. `ROLECALL_<SECTION>__<KEY>`
+/// variables of the environment reach them too, so server settings can be
+/// compared under the same load. Answers the servers and their admin token.
+fn start_servers(
+    nodes: usize,
+    postgres_url: Option<&str>,
+) -> Result<(Vec<ServerProcess>, String), String> {
     let admin = new_token().expose().to_owned();
     let mut env = server_env(&admin);
     if let Some(url) = postgres_url {
         env.push(("ROLECALL_STORAGE__BACKEND".into(), "postgres".into()));
         env.push(("ROLECALL_STORAGE__POSTGRES_URL".into(), url.to_owned()));
     }
-    let dir = std::env::temp_dir().join(format!(
-        "rolecall-load-{}",
-        rolecall::ids::new_v7().simple()
-    ));
-    let (server, _) = ServerProcess::start(&dir, &env, true)?;
-    Ok((server, admin))
+    let mut servers = Vec::with_capacity(nodes);
+    for _ in 0..nodes {
+        let dir = std::env::temp_dir().join(format!(
+            "rolecall-load-{}",
+            rolecall::ids::new_v7().simple()
+        ));
+        servers.push(ServerProcess::start(&dir, &env, true)?.0);
+    }
+    Ok((servers, admin))
 }
 
 /// The settings of a server the tool starts: webhooks allowed to reach the

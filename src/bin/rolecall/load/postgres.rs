@@ -33,13 +33,20 @@ impl RunDatabase {
         })
     }
 
-    /// Drops the database.
+    /// Drops the database; tries again a few times while sessions of the
+    /// servers just stopped are still closing.
     pub async fn drop_now(self) -> Result<(), String> {
-        execute(
-            &self.admin_url,
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        )
-        .await
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        let mut tries = 0;
+        loop {
+            match execute(&self.admin_url, &sql).await {
+                Err(_) if tries < 10 => {
+                    tries += 1;
+                    actix_web::rt::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                outcome => return outcome,
+            }
+        }
     }
 }
 
@@ -138,9 +145,12 @@ fn shortened(query: &str) -> String {
 }
 
 async fn connect(url: &str) -> Result<Client, String> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
-        .await
-        .map_err(|err| format!("connecting to PostgreSQL: {err}"))?;
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(|err| {
+        format!(
+            "connecting to PostgreSQL: {}",
+            rolecall::telemetry::cause_chain(&err)
+        )
+    })?;
     actix_web::rt::spawn(connection);
     Ok(client)
 }
@@ -150,7 +160,7 @@ async fn execute(url: &str, sql: &str) -> Result<(), String> {
         .await?
         .batch_execute(sql)
         .await
-        .map_err(|err| format!("{sql}: {err}"))
+        .map_err(|err| format!("{sql}: {}", rolecall::telemetry::cause_chain(&err)))
 }
 
 /// Refuses a URL whose host is not a loopback address or `localhost`:

@@ -120,7 +120,7 @@ where
             let (base, admin, work) = (base.clone(), admin.clone(), work.clone());
             std::thread::spawn(move || {
                 actix_web::rt::System::new().block_on(async move {
-                    let target = Rc::new(Target::new(base, admin, share));
+                    let target = Rc::new(Target::spread(base, admin, share));
                     work(target, share).await
                 })
             })

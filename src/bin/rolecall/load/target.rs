@@ -9,10 +9,12 @@ use serde_json::{json, Value};
 use crate::load::sink::SinkState;
 use rolecall::secrets::Secret;
 
-/// A rolecall server and a client for it.
+/// A rolecall server (or the nodes of a cluster) and a client for it.
 pub struct Target {
-    /// Base URL, e.g. `http://127.0.0.1:8080`.
-    pub base: String,
+    /// Base URLs, e.g. `http://127.0.0.1:8080`: one per node, taken in
+    /// turn request by request.
+    bases: Vec<String>,
+    next: std::cell::Cell<usize>,
     admin: String,
     client: awc::Client,
 }
@@ -33,6 +35,11 @@ pub struct Fixture {
 impl Target {
     /// A client for `base` with room for `concurrency` connections.
     pub fn new(base: String, admin: String, concurrency: usize) -> Self {
+        Target::spread(vec![base], admin, concurrency)
+    }
+
+    /// A client spreading its requests over `bases` in turn.
+    pub fn spread(bases: Vec<String>, admin: String, concurrency: usize) -> Self {
         let connector = awc::Connector::new()
             .limit(concurrency + 16)
             .timeout(Duration::from_secs(10));
@@ -41,15 +48,25 @@ impl Target {
             .timeout(Duration::from_secs(30))
             .finish();
         Target {
-            base,
+            bases,
+            next: std::cell::Cell::new(0),
             admin,
             client,
         }
     }
 
-    /// The base URL and admin token, to build a client on another thread.
-    pub fn address(&self) -> (String, String) {
-        (self.base.clone(), self.admin.clone())
+    /// The base URLs and admin token, to build a client on another thread.
+    pub fn address(&self) -> (Vec<String>, String) {
+        (self.bases.clone(), self.admin.clone())
+    }
+
+    /// The base URL of the next request.
+    fn base(&self) -> &str {
+        let i = self.next.get();
+        self.next.set(i.wrapping_add(1));
+        self.bases
+            .get(i % self.bases.len().max(1))
+            .map_or("", String::as_str)
     }
 
     /// Sends one request; answers the status, the JSON body and the latency.
@@ -78,7 +95,7 @@ impl Target {
         let started = Instant::now();
         let request = self
             .client
-            .request(method, format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.base()))
             .insert_header(("Authorization", format!("Bearer {token}")));
         let sent = match body {
             Some(body) => request.send_json(body).await,
