@@ -147,6 +147,21 @@ impl CommitPath {
         self.reload(org).await
     }
 
+    /// `org`'s snapshot as it is now: on a store other nodes share, its
+    /// stored revision is read first (a query shared with concurrent
+    /// callers) and a snapshot behind it reloaded. For what must not act
+    /// on an older state than another node answered, such as the secret a
+    /// delivery attempt is signed with.
+    pub async fn current_snapshot(&self, org: OrgId) -> Result<Option<Arc<OrgState>>, StoreError> {
+        let Some(fresh) = self.store.freshness(None, Some(org)).await? else {
+            return Ok(self.directory.get(org));
+        };
+        match fresh.revision {
+            Some(revision) => self.fresh_snapshot(org, Some(revision)).await,
+            None => Ok(None),
+        }
+    }
+
     /// Reads `org`'s state as stored now and publishes it (unless a newer
     /// one is published meanwhile): for a node whose snapshot is behind.
     pub async fn reload(&self, org: OrgId) -> Result<Option<Arc<OrgState>>, StoreError> {

@@ -150,7 +150,7 @@ impl Application {
             hooks.log_retention,
         ));
         let (deliverers, workers) =
-            start_delivery_actors(&config, &client, &directory, dispatcher.clone().recipient());
+            start_delivery_actors(&config, &client, &commit, dispatcher.clone().recipient());
         let limits = Limits {
             per_org: hooks.max_in_flight_per_org,
             total: hooks.max_in_flight_total,
@@ -360,7 +360,7 @@ fn client_settings(config: &Config) -> Result<ClientSettings, StartupError> {
 fn start_delivery_actors(
     config: &Config,
     client: &ClientSettings,
-    directory: &Arc<Directory>,
+    commit: &Arc<CommitPath>,
     finished: Recipient<AttemptFinished>,
 ) -> (Vec<Recipient<Deliver>>, Vec<Arbiter>) {
     let threads = match config.webhooks.delivery_workers {
@@ -373,9 +373,9 @@ fn start_delivery_actors(
     let mut deliverers = Vec::new();
     for _ in 0..threads {
         let arbiter = Arbiter::new();
-        let (settings, directory, finished) = (client.clone(), directory.clone(), finished.clone());
+        let (settings, commit, finished) = (client.clone(), commit.clone(), finished.clone());
         let actor = DeliveryActor::start_in_arbiter(&arbiter.handle(), move |_| {
-            DeliveryActor::new(settings, directory, finished)
+            DeliveryActor::new(settings, commit, finished)
         });
         deliverers.push(actor.recipient());
         arbiters.push(arbiter);

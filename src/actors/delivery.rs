@@ -2,10 +2,12 @@
 //! HTTP client, running many attempts at once as independent futures, so
 //! no attempt waits for another.
 //!
-//! An attempt is three steps: [`prepare`] reads the endpoint as it is when
-//! the attempt starts (CONTRACT §6: URL and secret are read then) and
-//! finds a removed one; [`attempt`] calls it; the outcome goes back to the
-//! dispatcher, which records it.
+//! An attempt is three steps: [`endpoint_now`] reads the endpoint as it is
+//! when the attempt starts (CONTRACT §6: URL and secret are read then; on a
+//! store other nodes share, after checking the organization's revision
+//! there, so that a secret rotated on another node is dead for every later
+//! attempt) and finds a removed one; [`attempt`] calls it; the outcome goes
+//! back to the dispatcher, which records it.
 
 use std::sync::Arc;
 
@@ -13,9 +15,9 @@ use actix::prelude::*;
 use actix_web::web::Bytes;
 
 use crate::actors::messages::{AttemptFinished, Deliver};
+use crate::commit::CommitPath;
 use crate::domain::delivery::{AttemptOutcome, Job};
 use crate::domain::webhook::WebhookEndpoint;
-use crate::state::directory::Directory;
 use crate::time::Timestamp;
 use crate::webhooks::client::{attempt, build_client, AttemptRequest, ClientSettings};
 
@@ -25,23 +27,23 @@ pub struct DeliveryActor {
     client: Option<awc::Client>,
     settings: ClientSettings,
     /// Where each attempt reads its endpoint.
-    directory: Arc<Directory>,
+    commit: Arc<CommitPath>,
     /// Where each outcome goes.
     finished: Recipient<AttemptFinished>,
 }
 
 impl DeliveryActor {
-    /// A delivery actor reading endpoints from `directory` and reporting
+    /// A delivery actor reading endpoints through `commit` and reporting
     /// outcomes to `finished`.
     pub fn new(
         settings: ClientSettings,
-        directory: Arc<Directory>,
+        commit: Arc<CommitPath>,
         finished: Recipient<AttemptFinished>,
     ) -> Self {
         DeliveryActor {
             client: None,
             settings,
-            directory,
+            commit,
             finished,
         }
     }
@@ -56,12 +58,21 @@ impl Actor for DeliveryActor {
 }
 
 /// The endpoint to attempt `job` at, as it is now; the outcome instead when
-/// the job's endpoint has been removed since it was queued.
-pub fn prepare(job: &Job, directory: &Directory) -> Result<Arc<WebhookEndpoint>, AttemptOutcome> {
-    let endpoint = directory
-        .get(job.organization_id)
-        .and_then(|org| org.webhook.clone());
-    match endpoint {
+/// the job's endpoint has been removed since it was queued. When the store
+/// cannot be asked, the snapshot this node holds.
+pub async fn endpoint_now(
+    commit: &CommitPath,
+    job: &Job,
+) -> Result<Arc<WebhookEndpoint>, AttemptOutcome> {
+    let org = job.organization_id;
+    let state = match commit.current_snapshot(org).await {
+        Ok(state) => state,
+        Err(err) => {
+            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "the organization's revision could not be checked before an attempt; using this node's snapshot");
+            commit.snapshot(org)
+        }
+    };
+    match state.and_then(|org| org.webhook.clone()) {
         Some(endpoint) if !job.orphaned_by(Some(&endpoint)) => Ok(endpoint),
         _ => Err(AttemptOutcome::EndpointRemoved {
             at: Timestamp::now(),
@@ -73,7 +84,7 @@ impl Handler<Deliver> for DeliveryActor {
     type Result = ();
 
     fn handle(&mut self, Deliver(job): Deliver, _: &mut Self::Context) {
-        let endpoint = prepare(&job, &self.directory);
+        let commit = self.commit.clone();
         let client = self
             .client
             .get_or_insert_with(|| build_client(&self.settings))
@@ -81,7 +92,7 @@ impl Handler<Deliver> for DeliveryActor {
         let settings = self.settings.clone();
         let finished = self.finished.clone();
         actix_web::rt::spawn(async move {
-            let outcome = match endpoint {
+            let outcome = match endpoint_now(&commit, &job).await {
                 Err(outcome) => outcome,
                 Ok(endpoint) => {
                     let delivery_id = job.delivery_id.to_string();

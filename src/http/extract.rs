@@ -93,7 +93,11 @@ async fn checked(
     org: Option<OrgId>,
 ) -> Result<(UserId, Option<Arc<OrgState>>), ApiError> {
     let digest = sha256(token.as_bytes());
-    let fresh = ctx.store.freshness(&digest, org).await?.unwrap_or_default();
+    let fresh = ctx
+        .store
+        .freshness(Some(&digest), org)
+        .await?
+        .unwrap_or_default();
     let Some((record, user)) = fresh.account else {
         ctx.accounts.forget_token(&digest);
         return Err(ApiError::Unauthenticated(

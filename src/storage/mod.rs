@@ -427,12 +427,13 @@ impl Store {
         matches!(self, Store::Postgres(_))
     }
 
-    /// The live token whose SHA-256 is `token`, with its user, and the
-    /// stored revision of `org`: in one round trip. `None` on a store no
-    /// other node shares, where memory is the truth.
+    /// The live token whose SHA-256 is `token` (when one is given), with
+    /// its user, and the stored revision of `org`: in one round trip, which
+    /// concurrent callers share. `None` on a store no other node shares,
+    /// where memory is the truth.
     pub async fn freshness(
         &self,
-        token: &[u8; 32],
+        token: Option<&[u8; 32]>,
         org: Option<OrgId>,
     ) -> Result<Option<Freshness>, StoreError> {
         match self {

@@ -424,17 +424,7 @@ async fn a_webhook_tested_on_one_node_is_saved_on_the_other_once() {
     let Pair { a, b, .. } = two_nodes_with(&databases, &LOOPBACK);
     let receiver = TestReceiver::start().await;
     let (org, owner) = enterprise_org(&a, "Hooks").await;
-    let tested = a
-        .post(
-            &format!("{org}/webhook/test"),
-            &owner,
-            json!({"url": receiver.url, "events": ["task.created"]}),
-        )
-        .await
-        .expect(200)
-        .json();
-    let secret = tested["secret"].as_str().expect("secret").to_owned();
-    let save = json!({"test_id": tested["test_id"]});
+    let (secret, save) = webhook_tested(&a, &org, &owner, &receiver).await;
     b.call(
         actix_web::http::Method::PUT,
         &format!("{org}/webhook"),
@@ -464,4 +454,142 @@ async fn a_webhook_tested_on_one_node_is_saved_on_the_other_once() {
         service_signature(&secret, &received[1].body),
         "signed with the secret the test revealed on the other node"
     );
+}
+
+/// A passed webhook test of `org` on `node` for `task.created` at
+/// `receiver`: the secret it revealed, and the body that saves it.
+async fn webhook_tested(
+    node: &Running,
+    org: &str,
+    owner: &str,
+    receiver: &crate::receiver::TestReceiver,
+) -> (String, serde_json::Value) {
+    let tested = node
+        .post(
+            &format!("{org}/webhook/test"),
+            owner,
+            json!({"url": receiver.url, "events": ["task.created"]}),
+        )
+        .await
+        .expect(200)
+        .json();
+    let secret = tested["secret"].as_str().expect("secret").to_owned();
+    (secret, json!({"test_id": tested["test_id"]}))
+}
+
+/// Two nodes with an organization on them whose webhook (tested and saved
+/// on the first) points at a new receiver: the pair, the org path, the
+/// owner's token, the receiver and the secret.
+async fn hooked_pair(
+    databases: &crate::engines::Databases,
+    extra: &[(&str, &str)],
+) -> (Pair, String, String, crate::receiver::TestReceiver, String) {
+    use crate::secrets_at_rest::LOOPBACK;
+    let mut env = LOOPBACK.to_vec();
+    env.extend_from_slice(extra);
+    let pair = two_nodes_with(databases, &env);
+    let receiver = crate::receiver::TestReceiver::start().await;
+    let (org, owner) = enterprise_org(&pair.a, "Hooked").await;
+    let (secret, save) = webhook_tested(&pair.a, &org, &owner, &receiver).await;
+    pair.a
+        .call(
+            actix_web::http::Method::PUT,
+            &format!("{org}/webhook"),
+            Some(&owner),
+            Some(save),
+        )
+        .await
+        .expect(200);
+    (pair, org, owner, receiver, secret)
+}
+
+#[actix_web::test]
+async fn a_secret_rotated_on_one_node_signs_the_next_attempt_the_other_makes() {
+    use crate::receiver::Behavior;
+    use crate::webhook_delivery::service_signature;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::rotated_secret") else {
+        return;
+    };
+    let (Pair { a, b, .. }, org, owner, receiver, first) =
+        hooked_pair(&databases, &[("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "1500")]).await;
+    // The first attempt fails; node A retries it 1.5 s later.
+    receiver.script(vec![Behavior::status(500)]);
+    a.post(&format!("{org}/tasks"), &owner, json!({"title": "retried"}))
+        .await
+        .expect(201);
+    let received = receiver
+        .wait_for(2, std::time::Duration::from_secs(10))
+        .await;
+    assert_eq!(
+        received[1].header("x-service-signature"),
+        service_signature(&first, &received[1].body)
+    );
+    // Rotated on B meanwhile; A gets no request in between.
+    let rotated = b
+        .post(&format!("{org}/webhook/rotate"), &owner, json!({}))
+        .await
+        .expect(200)
+        .json();
+    let second = rotated["secret"].as_str().expect("secret").to_owned();
+    let received = receiver
+        .wait_for(3, std::time::Duration::from_secs(10))
+        .await;
+    let retry = &received[2];
+    assert_eq!(
+        retry.header("x-service-delivery"),
+        received[1].header("x-service-delivery"),
+        "the retry of the same delivery"
+    );
+    assert_eq!(
+        retry.header("x-service-signature"),
+        service_signature(&second, &retry.body),
+        "signed with the secret rotated on the other node"
+    );
+}
+
+#[actix_web::test]
+async fn events_created_on_both_nodes_are_each_delivered_once() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::delivered_once") else {
+        return;
+    };
+    let (Pair { a, b, .. }, org, owner, receiver, _) = hooked_pair(&databases, &[]).await;
+    let mut created = Vec::new();
+    for i in 0..20 {
+        let node = if i % 2 == 0 { &a } else { &b };
+        let task = node
+            .post(
+                &format!("{org}/tasks"),
+                &owner,
+                json!({"title": format!("task {i}")}),
+            )
+            .await
+            .expect(201)
+            .json();
+        created.push(id_of(&task));
+    }
+    receiver
+        .wait_for(21, std::time::Duration::from_secs(15))
+        .await;
+    actix_web::rt::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let received = receiver.received();
+    let deliveries: Vec<String> = received[1..]
+        .iter()
+        .map(|r| r.header("x-service-delivery"))
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = deliveries.iter().collect();
+    assert_eq!(deliveries.len(), 20, "no delivery repeated: {deliveries:?}");
+    assert_eq!(distinct.len(), 20);
+    let mut tasks: Vec<String> = received[1..]
+        .iter()
+        .map(|r| {
+            r.json()["data"]["id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    tasks.sort();
+    created.sort();
+    assert_eq!(tasks, created, "every event once");
 }

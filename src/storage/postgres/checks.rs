@@ -1,6 +1,6 @@
-//! The check every authorized request makes on a database that several
-//! nodes share: is the token live (and whose is it), and at which
-//! revision is the organization. Concurrent requests share one query
+//! The check every authorized request (and every delivery attempt) makes
+//! on a database that several nodes share: is the token live (and whose is
+//! it), and at which revision is the organization. Concurrent requests share one query
 //! ([`batcher`]), so a busy node checks a batch of requests in one round
 //! trip and one statement.
 
@@ -37,7 +37,7 @@ const SQL: &str = "SELECT k.i, t.id, t.user_id, t.kind, t.name, t.sha256, t.crea
 
 /// One request's check, and where its answer goes.
 struct Ask {
-    token: [u8; 32],
+    token: Option<[u8; 32]>,
     org: Option<OrgId>,
     answer: oneshot::Sender<Result<Freshness, StoreError>>,
 }
@@ -62,13 +62,13 @@ impl Checks {
     /// revision, as stored when the call was made or later.
     pub async fn check(
         &self,
-        token: &[u8; 32],
+        token: Option<&[u8; 32]>,
         org: Option<OrgId>,
     ) -> Result<Freshness, StoreError> {
         let (answer, answered) = oneshot::channel();
         self.queue
             .send(Ask {
-                token: *token,
+                token: token.copied(),
                 org,
                 answer,
             })
@@ -78,7 +78,10 @@ impl Checks {
 }
 
 async fn check_batch(database: &Database, batch: Vec<Ask>) {
-    let tokens: Vec<Vec<u8>> = batch.iter().map(|ask| ask.token.to_vec()).collect();
+    let tokens: Vec<Option<Vec<u8>>> = batch
+        .iter()
+        .map(|ask| ask.token.map(|token| token.to_vec()))
+        .collect();
     let orgs: Vec<Option<Uuid>> = batch.iter().map(|ask| ask.org.map(|org| org.0)).collect();
     let found = database
         .with("the token checks", async |client| {

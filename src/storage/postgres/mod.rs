@@ -195,7 +195,7 @@ impl PgStore {
     /// one query.
     pub async fn freshness(
         &self,
-        token: &[u8; 32],
+        token: Option<&[u8; 32]>,
         org: Option<OrgId>,
     ) -> Result<crate::storage::Freshness, StoreError> {
         self.checks.check(token, org).await
