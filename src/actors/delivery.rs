@@ -17,6 +17,7 @@ use actix_web::web::Bytes;
 use crate::actors::messages::{AttemptFinished, Deliver};
 use crate::commit::CommitPath;
 use crate::domain::delivery::{AttemptOutcome, Job};
+use crate::domain::org_state::OrgState;
 use crate::domain::webhook::WebhookEndpoint;
 use crate::time::Timestamp;
 use crate::webhooks::client::{attempt, build_client, AttemptRequest, ClientSettings};
@@ -72,6 +73,14 @@ pub async fn endpoint_now(
             commit.snapshot(org)
         }
     };
+    endpoint_of(job, state)
+}
+
+/// `job`'s endpoint in `state`, or the outcome of a removed one.
+fn endpoint_of(
+    job: &Job,
+    state: Option<Arc<OrgState>>,
+) -> Result<Arc<WebhookEndpoint>, AttemptOutcome> {
     match state.and_then(|org| org.webhook.clone()) {
         Some(endpoint) if !job.orphaned_by(Some(&endpoint)) => Ok(endpoint),
         _ => Err(AttemptOutcome::EndpointRemoved {
@@ -84,6 +93,9 @@ impl Handler<Deliver> for DeliveryActor {
     type Result = ();
 
     fn handle(&mut self, Deliver(job): Deliver, _: &mut Self::Context) {
+        // One node alone: the snapshot in memory is the endpoint as it is.
+        let known = (!self.commit.store().shared())
+            .then(|| endpoint_of(&job, self.commit.snapshot(job.organization_id)));
         let commit = self.commit.clone();
         let client = self
             .client
@@ -92,7 +104,11 @@ impl Handler<Deliver> for DeliveryActor {
         let settings = self.settings.clone();
         let finished = self.finished.clone();
         actix_web::rt::spawn(async move {
-            let outcome = match endpoint_now(&commit, &job).await {
+            let endpoint = match known {
+                Some(endpoint) => endpoint,
+                None => endpoint_now(&commit, &job).await,
+            };
+            let outcome = match endpoint {
                 Err(outcome) => outcome,
                 Ok(endpoint) => {
                     let delivery_id = job.delivery_id.to_string();
