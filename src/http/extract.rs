@@ -1,6 +1,8 @@
 //! Request extractors: the bearer token resolved to a caller, and for
-//! organization routes the caller's permission set, from in-memory state
-//! only (no locks held, no mailbox round trip).
+//! organization routes the caller's permission set. On sled from memory
+//! only (no locks held, no mailbox round trip); on a store other nodes
+//! share, after one round trip that checks the token and the
+//! organization's revision there (`checked`).
 
 use std::future::{ready, Ready};
 

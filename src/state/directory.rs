@@ -1,7 +1,8 @@
 //! The in-memory directory of organization snapshots that every request
-//! reads. Only the commit path replaces a snapshot, once the change that
+//! reads. Only the commit path replaces a snapshot: once the change that
 //! made it is durable and before it is answered, so a change is visible to
-//! the very next request.
+//! the very next request; and, on a store other nodes share, when a
+//! request finds the stored revision ahead of it (a reload).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
