@@ -7,7 +7,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio_postgres::Row;
 
-use super::read::query;
 use super::rows;
 use super::PgStore;
 use crate::domain::webhook::{EventSet, PassedTest};
@@ -38,28 +37,25 @@ impl PgStore {
             .unwrap_or_else(SystemTime::now);
         let expired = validity.as_secs_f64();
         self.database
-            .with("saving a webhook test", async |client| {
-                query(
-                    client,
-                    "WITH expired AS (DELETE FROM webhook_tests \
+            .query(
+                "saving a webhook test",
+                "WITH expired AS (DELETE FROM webhook_tests \
                      WHERE passed_at < now() - make_interval(secs => $7)) \
                      INSERT INTO webhook_tests \
                      (id, organization_id, url, events, candidate_secret, passed_at) \
                      VALUES ($1, $2, $3, $4, $5, $6)",
-                    &[
-                        &id.0,
-                        &test.organization_id.0,
-                        &test.url,
-                        &events,
-                        &secret,
-                        &passed_at,
-                        &expired,
-                    ],
-                )
-                .await
-                .map(drop)
-            })
+                &[
+                    &id.0,
+                    &test.organization_id.0,
+                    &test.url,
+                    &events,
+                    &secret,
+                    &passed_at,
+                    &expired,
+                ],
+            )
             .await
+            .map(drop)
     }
 
     /// `org`'s test `id`, when it is stored and younger than `validity`;
@@ -80,9 +76,7 @@ impl PgStore {
         };
         let found = self
             .database
-            .with("reading a webhook test", async |client| {
-                query(client, &sql, &[&id.0, &org.0]).await
-            })
+            .query("reading a webhook test", &sql, &[&id.0, &org.0])
             .await?;
         let Some(row) = found.first() else {
             return Ok(None);

@@ -103,16 +103,13 @@ impl PgStore {
     pub async fn orgs_of(&self, user: UserId) -> Result<Vec<(OrgId, u64)>, StoreError> {
         let found = self
             .database
-            .with("a membership read", async |client| {
-                query(
-                    client,
-                    "SELECT o.id, o.revision FROM memberships m \
+            .query(
+                "a membership read",
+                "SELECT o.id, o.revision FROM memberships m \
                      JOIN organizations o ON o.id = m.organization_id \
                      WHERE m.user_id = $1 ORDER BY o.id",
-                    &[&user.0],
-                )
-                .await
-            })
+                &[&user.0],
+            )
             .await?;
         found
             .iter()
@@ -129,12 +126,7 @@ impl PgStore {
     /// See [`crate::storage::Store::token`].
     pub async fn token(&self, id: TokenId) -> Result<Option<TokenRecord>, StoreError> {
         let sql = format!("SELECT {} FROM tokens WHERE id = $1", rows::TOKEN);
-        let found = self
-            .database
-            .with("a token read", async |client| {
-                query(client, &sql, &[&id.0]).await
-            })
-            .await?;
+        let found = self.database.query("a token read", &sql, &[&id.0]).await?;
         found.first().map(rows::token).transpose()
     }
 
@@ -232,9 +224,7 @@ impl PgStore {
     pub async fn admin_token_hash(&self) -> Result<Option<[u8; 32]>, StoreError> {
         let rows = self
             .database
-            .with("a read", async |client| {
-                query(client, "SELECT sha256 FROM admin_token", &[]).await
-            })
+            .query("a read", "SELECT sha256 FROM admin_token", &[])
             .await?;
         match rows.first() {
             Some(row) => {
@@ -253,15 +243,12 @@ impl PgStore {
     ) -> Result<Option<T>, StoreError> {
         let rows = self
             .database
-            .with("a read", async |client| {
-                query(
-                    client,
-                    "SELECT data::text AS data FROM resources \
+            .query(
+                "a read",
+                "SELECT data::text AS data FROM resources \
                      WHERE organization_id = $1 AND kind = $2 AND id = $3",
-                    &[&org.0, &T::KIND.name(), &id.0],
-                )
-                .await
-            })
+                &[&org.0, &T::KIND.name(), &id.0],
+            )
             .await?;
         rows.first().map(rows::resource).transpose()
     }
@@ -277,23 +264,20 @@ impl PgStore {
         let (before, parent) = (before.map(|b| b.0), parent.map(|p| p.0));
         let rows = self
             .database
-            .with("a read", async |client| {
-                query(
-                    client,
-                    "SELECT data::text AS data FROM resources \
+            .query(
+                "a read",
+                "SELECT data::text AS data FROM resources \
                      WHERE organization_id = $1 AND kind = $2 \
                      AND ($3::uuid IS NULL OR id < $3) AND ($4::uuid IS NULL OR parent_id = $4) \
                      ORDER BY id DESC LIMIT $5",
-                    &[
-                        &org.0,
-                        &T::KIND.name(),
-                        &before,
-                        &parent,
-                        &limit_plus_one(limit),
-                    ],
-                )
-                .await
-            })
+                &[
+                    &org.0,
+                    &T::KIND.name(),
+                    &before,
+                    &parent,
+                    &limit_plus_one(limit),
+                ],
+            )
             .await?;
         page(rows, limit, rows::resource)
     }
@@ -315,14 +299,11 @@ impl PgStore {
         );
         let rows = self
             .database
-            .with("a read", async |client| {
-                query(
-                    client,
-                    &sql,
-                    &[&org.0, &before, &action, &limit_plus_one(limit)],
-                )
-                .await
-            })
+            .query(
+                "a read",
+                &sql,
+                &[&org.0, &before, &action, &limit_plus_one(limit)],
+            )
             .await?;
         page(rows, limit, rows::audit)
     }
@@ -347,21 +328,18 @@ impl PgStore {
         );
         let rows = self
             .database
-            .with("a read", async |client| {
-                query(
-                    client,
-                    &sql,
-                    &[
-                        &org.0,
-                        &before,
-                        &filter.event,
-                        &outcome,
-                        &delivery,
-                        &limit_plus_one(limit),
-                    ],
-                )
-                .await
-            })
+            .query(
+                "a read",
+                &sql,
+                &[
+                    &org.0,
+                    &before,
+                    &filter.event,
+                    &outcome,
+                    &delivery,
+                    &limit_plus_one(limit),
+                ],
+            )
             .await?;
         page(rows, limit, rows::log)
     }
@@ -382,9 +360,7 @@ impl PgStore {
         );
         let rows = self
             .database
-            .with("a read", async |client| {
-                query(client, &sql, &[&org.0, &after, &limit]).await
-            })
+            .query("a read", &sql, &[&org.0, &after, &limit])
             .await?;
         rows.iter().map(rows::job).collect()
     }
@@ -407,9 +383,7 @@ impl PgStore {
         );
         let rows = self
             .database
-            .with("the outbox windows", async |client| {
-                query(client, &sql, &[&limit_plus_one(limit)]).await
-            })
+            .query("the outbox windows", &sql, &[&limit_plus_one(limit)])
             .await?;
         let mut windows: Vec<Window> = Vec::new();
         for row in &rows {
@@ -443,9 +417,7 @@ impl PgStore {
     pub async fn outbox_len(&self) -> Result<usize, StoreError> {
         let rows = self
             .database
-            .with("a read", async |client| {
-                query(client, "SELECT count(*) AS n FROM outbox", &[]).await
-            })
+            .query("a read", "SELECT count(*) AS n FROM outbox", &[])
             .await?;
         count(rows.first())
     }
@@ -454,14 +426,11 @@ impl PgStore {
     pub async fn size_on_disk(&self) -> Result<u64, StoreError> {
         let rows = self
             .database
-            .with("a read", async |client| {
-                query(
-                    client,
-                    "SELECT pg_database_size(current_database()) AS n",
-                    &[],
-                )
-                .await
-            })
+            .query(
+                "a read",
+                "SELECT pg_database_size(current_database()) AS n",
+                &[],
+            )
             .await?;
         count(rows.first()).map(|n| n as u64)
     }
@@ -470,19 +439,12 @@ impl PgStore {
     /// returns how many remain.
     pub async fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StoreError> {
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-        let rows = self.database.with("a log pruning", async |client| {
-                query(
-                    client,
-                    "WITH kept AS (SELECT id FROM delivery_log WHERE organization_id = $1 \
+        let rows = self.database.query("a log pruning", "WITH kept AS (SELECT id FROM delivery_log WHERE organization_id = $1 \
                                    ORDER BY id DESC LIMIT $2), \
                           gone AS (DELETE FROM delivery_log d WHERE d.organization_id = $1 \
                                    AND d.id < (SELECT id FROM kept ORDER BY id LIMIT 1) RETURNING 1) \
                      SELECT count(*) AS n FROM kept",
-                    &[&org.0, &keep],
-                )
-                .await
-            })
-            .await?;
+                    &[&org.0, &keep]).await?;
         count(rows.first())
     }
 

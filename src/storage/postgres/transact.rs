@@ -50,6 +50,19 @@ impl Database {
         }
     }
 
+    /// Runs one query on a pooled connection within the timeout.
+    pub async fn query(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        self.with(what, async |client| {
+            super::read::query(client, sql, params).await
+        })
+        .await
+    }
+
     /// Commits `statements` in one transaction, in one round trip.
     pub async fn transact(&self, statements: &[Statement]) -> Result<(), StoreError> {
         if statements.is_empty() {
