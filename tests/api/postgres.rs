@@ -359,17 +359,7 @@ async fn with_a_key_the_database_holds_only_sealed_secrets_and_only_that_key_ope
                 assert!(!stored[0].contains(encoded), "a secret is stored in clear");
             }
 
-            let stderr = refused_start(dir.path(), &LOOPBACK);
-            assert!(stderr.contains("no storage.secret_key is set"), "{stderr}");
-            let wrong = SealingKey::generate().expose();
-            let stderr = refused_start(
-                dir.path(),
-                &[("ROLECALL_STORAGE__SECRET_KEY", wrong.as_str())],
-            );
-            assert!(
-                stderr.contains("does not decrypt the stored webhook secrets"),
-                "{stderr}"
-            );
+            crate::secrets_at_rest::refused_without_the_key(dir.path());
             let server = Running::start(dir.path(), &keyed);
             delivered_with(&server, &receiver, &org, &token, &second).await;
         })

@@ -40,6 +40,19 @@ fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     found
 }
 
+/// A server on `dir`, whose secrets are sealed, refuses to start without
+/// a key and with a wrong one, saying which.
+pub(crate) fn refused_without_the_key(dir: &Path) {
+    let stderr = refused_start(dir, &LOOPBACK);
+    assert!(stderr.contains("no storage.secret_key is set"), "{stderr}");
+    let wrong = SealingKey::generate().expose();
+    let stderr = refused_start(dir, &[("ROLECALL_STORAGE__SECRET_KEY", wrong.as_str())]);
+    assert!(
+        stderr.contains("does not decrypt the stored webhook secrets"),
+        "{stderr}"
+    );
+}
+
 /// `rolecall admin rekey --data-dir <dir> <args>`: (exit code, stdout and stderr).
 fn rekey(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_rolecall"))
@@ -166,17 +179,7 @@ async fn with_a_key_no_secret_byte_reaches_the_disk_and_only_that_key_opens_them
     }
 
     // No key, or a wrong one: start-up stops with a clear message.
-    let stderr = refused_start(dir.path(), &LOOPBACK);
-    assert!(stderr.contains("no storage.secret_key is set"), "{stderr}");
-    let wrong = SealingKey::generate().expose();
-    let stderr = refused_start(
-        dir.path(),
-        &[("ROLECALL_STORAGE__SECRET_KEY", wrong.as_str())],
-    );
-    assert!(
-        stderr.contains("does not decrypt the stored webhook secrets"),
-        "{stderr}"
-    );
+    refused_without_the_key(dir.path());
     let stderr = refused_start(dir.path(), &[("ROLECALL_STORAGE__SECRET_KEY", "short")]);
     assert!(
         stderr.contains("32 random bytes in standard base64"),
