@@ -87,6 +87,18 @@ impl AccountTable {
     /// Keeps `user` and `token`, read from a store that other nodes share
     /// (this node may not have seen them created).
     pub fn learn(&self, user: User, token: Option<TokenRecord>) {
+        // Every request on a shared store comes here: the write lock only
+        // for what is new.
+        let known = {
+            let tables = self.read();
+            tables.users.get(&user.id) == Some(&user)
+                && token
+                    .as_ref()
+                    .is_none_or(|token| tables.tokens.get(&token.sha256) == Some(token))
+        };
+        if known {
+            return;
+        }
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
         tables.put_user(user);
         if let Some(token) = token {
