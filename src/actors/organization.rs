@@ -105,8 +105,8 @@ fn prepare(
     Ok(Ok((commit, reply)))
 }
 
-/// Times a command is decided again on a fresh state when another node
-/// changed the organization first, before the caller gets a 503.
+/// Commits a command gets, each decided on a fresher state when another
+/// node changed the organization first, before the caller gets a 503.
 const STALE_RETRIES: usize = 3;
 
 /// Commits `msg`'s change, deciding it again on the stored state when
@@ -119,7 +119,7 @@ async fn commit_deciding_again(
     prepared: (Commit, Reply),
 ) -> Result<(Reply, Option<Arc<OrgState>>), ApiError> {
     let (mut change, mut reply) = prepared;
-    for _ in 0..STALE_RETRIES {
+    for attempt in 1..=STALE_RETRIES {
         let next = change.snapshot.clone();
         let Some(org) = next.as_ref().map(|state| state.id()) else {
             commit.commit(change).await?;
@@ -127,7 +127,7 @@ async fn commit_deciding_again(
         };
         match commit.commit(change).await {
             Ok(()) => return Ok((reply, next)),
-            Err(StoreError::Stale(_)) => {
+            Err(StoreError::Stale(_)) if attempt < STALE_RETRIES => {
                 let fresh = commit
                     .reload(org)
                     .await?

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use rolecall::config::Config;
 use rolecall::storage::copy::copy;
-use rolecall::storage::{Counts, PgStore, Store};
+use rolecall::storage::{Counts, PgStore, SledStore, Store};
 
 use crate::progress::Progress;
 
@@ -90,8 +90,7 @@ fn copy_installation(args: &CopyArgs) -> Result<String, String> {
 /// Refuses a directory that holds no sled database, which opening would
 /// create instead of copying.
 fn check_data_dir(dir: &Path) -> Result<(), String> {
-    let sled = dir.join("db");
-    if sled.join("conf").is_file() && sled.join("db").is_file() {
+    if SledStore::exists_in(dir) {
         Ok(())
     } else {
         Err(format!(

@@ -32,11 +32,16 @@ pub struct Engine {
     pub trees: Vec<::sled::Tree>,
 }
 
+/// Where the database of the data directory `dir` lives.
+pub fn database_path(dir: &Path) -> std::path::PathBuf {
+    dir.join("db")
+}
+
 impl Engine {
     /// Opens the database under `dir`.
     pub fn open(dir: &Path, tuning: Tuning) -> Result<Self, ::sled::Error> {
         let db = ::sled::Config::new()
-            .path(dir.join("db"))
+            .path(database_path(dir))
             .cache_capacity(tuning.cache_mb.max(1) * 1024 * 1024)
             .mode(::sled::Mode::HighThroughput)
             .open()?;

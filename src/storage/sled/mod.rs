@@ -118,6 +118,13 @@ impl SledStore {
         reseal(&engine, from, to, replace_unreadable)
     }
 
+    /// Whether `dir` holds a database (opening one that does not would
+    /// create it).
+    pub fn exists_in(dir: &Path) -> bool {
+        let db = engine::database_path(dir);
+        db.join("conf").is_file() && db.join("db").is_file()
+    }
+
     /// Runs `read` on the database in service; an I/O failure takes it out
     /// of service.
     fn read<T>(
