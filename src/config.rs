@@ -229,6 +229,9 @@ pub struct WebhookConfig {
     /// Unfinished deliveries of one organization held in memory; the rest
     /// wait in the outbox.
     pub backlog_window: usize,
+    /// Several nodes: how long a node holds an organization's deliveries
+    /// without renewing, in milliseconds.
+    pub lease_ms: u64,
 }
 
 impl WebhookConfig {
@@ -240,6 +243,11 @@ impl WebhookConfig {
     /// The delay between a failed first attempt and the retry.
     pub fn retry_delay(&self) -> Duration {
         Duration::from_millis(self.retry_delay_ms)
+    }
+
+    /// How long a delivery lease lasts unless renewed (at least 30 ms).
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms.max(30))
     }
 }
 
@@ -378,6 +386,7 @@ mod tests {
         assert!(!config.webhooks.allow_http && !config.webhooks.allow_private_networks);
         assert_eq!(config.webhooks.max_in_flight_per_org, 16);
         assert_eq!(config.webhooks.log_retention, 10000);
+        assert_eq!(config.webhooks.lease_ms, 30000);
         assert_eq!(
             (config.log.format, config.log.level.as_str()),
             (LogFormat::Pretty, "info")

@@ -23,6 +23,7 @@ use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
 use crate::actors::messages::{AttemptFinished, Deliver, Drain, FlushLog};
 use crate::actors::registry::Registry;
+use crate::actors::shared::ReleaseLeases;
 use crate::commit::{Commit, CommitPath};
 use crate::config::Config;
 use crate::dashboard;
@@ -155,14 +156,24 @@ impl Application {
             per_org: hooks.max_in_flight_per_org,
             total: hooks.max_in_flight_total,
         };
-        let dispatcher = dispatching.run(Dispatcher::new(
+        let mut dispatcher = Dispatcher::new(
             limits,
             hooks.retry_delay(),
             hooks.backlog_window,
             store.clone(),
             deliverers,
             log.clone().recipient(),
-        ));
+        );
+        if let Some(queue) = store.shared_queue(hooks.lease()) {
+            if hooks.lease() < hooks.attempt_timeout() * 3 {
+                tracing::warn!(
+                    lease_ms = hooks.lease_ms, attempt_timeout_ms = hooks.attempt_timeout_ms,
+                    "webhooks.lease_ms is under three attempt timeouts: a node whose renewals are late may still have attempts in flight when another takes its organizations over"
+                );
+            }
+            dispatcher = dispatcher.sharing(queue, log.clone().recipient());
+        }
+        let dispatcher = dispatching.run(dispatcher);
 
         let admin_token_sha256 = admin_token_hash(&config, &store, &commit).await?;
         let registry = Registry::new(
@@ -256,11 +267,14 @@ impl Application {
 
     /// Serves until stopped (by [`ServerHandle::stop`]), then lets in-flight
     /// attempts finish or time out, writes their log records and flushes.
-    /// Unfinished deliveries stay in the outbox for the next start.
+    /// Unfinished deliveries stay in the outbox for the next start, or,
+    /// on a queue other nodes share, are released to them.
     pub async fn run_until_stopped(self) -> Result<(), StartupError> {
         self.server.await?;
         let _ = self.dispatcher.send(Drain).await;
         let _ = self.log.send(FlushLog).await;
+        // Recorded first, so that the next holder does not repeat what finished here.
+        let _ = self.dispatcher.send(ReleaseLeases).await;
         for worker in &self.workers {
             worker.stop();
         }

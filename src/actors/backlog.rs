@@ -135,6 +135,29 @@ impl Backlog {
             entry.on_disk = false;
         }
         entry.missed = false;
+        if entry.held == 0 && !entry.on_disk {
+            self.orgs.remove(&read.org);
+        }
+    }
+
+    /// More of `org`'s jobs wait in the outbox: committed by another node,
+    /// or under a lease just claimed.
+    pub fn more_on_disk(&mut self, org: OrgId) {
+        let entry = self.orgs.entry(org).or_default();
+        entry.on_disk = true;
+        if entry.reading {
+            entry.missed = true;
+        }
+    }
+
+    /// `org`'s jobs are no longer this node's to deliver: forgotten.
+    pub fn forget(&mut self, org: OrgId) {
+        self.orgs.remove(&org);
+    }
+
+    /// Whether `org` holds no job and none waits for it.
+    pub fn idle(&self, org: OrgId) -> bool {
+        !self.orgs.contains_key(&org)
     }
 
     /// The read `read` failed: it is tried again later.
@@ -248,6 +271,29 @@ mod tests {
         );
         assert!(!backlog.admit(&all[2]), "the window is full");
         assert_eq!(backlog.held(), 2);
+    }
+
+    #[test]
+    fn jobs_another_node_committed_are_read_and_an_empty_read_leaves_nothing() {
+        let org = OrgId::generate();
+        let mut backlog = Backlog::new(8);
+        assert!(backlog.idle(org));
+        backlog.more_on_disk(org);
+        assert!(!backlog.idle(org));
+        let Some(read) = backlog.next_read(org) else {
+            panic!("a read")
+        };
+        // More committed while the read runs.
+        backlog.more_on_disk(org);
+        backlog.read_done(read, &[]);
+        let Some(again) = backlog.next_read(org) else {
+            panic!("read again: the first may have missed them")
+        };
+        backlog.read_done(again, &[]);
+        assert!(backlog.idle(org), "nothing held, nothing waits");
+        backlog.more_on_disk(org);
+        backlog.forget(org);
+        assert!(backlog.idle(org));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! ([`next_step`]), and hands the result to the log actor. Retries wait on
 //! a timer: due `retry_delay_ms` after the attempt ended. It holds only a
 //! window of each organization's deliveries ([`Backlog`]); the rest wait in
-//! the outbox and are read in order as the window empties.
+//! the outbox and are read in order as the window empties. When nodes
+//! share one queue, it delivers only the organizations whose leases it
+//! holds ([`super::shared`]).
 
 use std::time::Duration;
 
@@ -12,10 +14,14 @@ use tokio::sync::oneshot;
 
 use crate::actors::backlog::{Backlog, Read};
 use crate::actors::fair_queue::{FairQueue, Limits};
-use crate::actors::messages::{AppendLog, AttemptFinished, Deliver, Drain, DropOrg, Enqueue};
+use crate::actors::messages::{
+    AppendLog, AttemptFinished, Deliver, Drain, DropOrg, Enqueue, FlushLog,
+};
+use crate::actors::shared::Shared;
 use crate::domain::change::Write;
 use crate::domain::delivery::{next_step, AttemptOutcome, Job, LogRecord, NextStep};
 use crate::ids::OrgId;
+use crate::storage::postgres::{Lease, SharedQueue};
 use crate::storage::Store;
 use crate::time::Timestamp;
 
@@ -24,9 +30,9 @@ const READ_RETRY: Duration = Duration::from_secs(1);
 
 /// Schedules attempts.
 pub struct Dispatcher {
-    queue: FairQueue,
+    pub(super) queue: FairQueue,
     /// Which deliveries are held, and which wait in the outbox.
-    backlog: Backlog,
+    pub(super) backlog: Backlog,
     /// Where the backlog waits (reads only: results go through the log actor).
     store: Store,
     /// Jobs waiting on a timer (retries, recovered jobs not yet due).
@@ -36,8 +42,10 @@ pub struct Dispatcher {
     workers: Vec<Recipient<Deliver>>,
     next_worker: usize,
     log: Recipient<AppendLog>,
-    draining: bool,
+    pub(super) draining: bool,
     drained: Vec<oneshot::Sender<()>>,
+    /// The queue other nodes share, when they do.
+    pub(super) shared: Option<Shared>,
 }
 
 impl Dispatcher {
@@ -63,11 +71,25 @@ impl Dispatcher {
             log,
             draining: false,
             drained: Vec::new(),
+            shared: None,
         }
     }
 
-    /// Queues `job` now, or when it is due.
-    fn schedule(&mut self, job: Job, ctx: &mut Context<Self>) {
+    /// Delivers on `queue`, shared with other nodes: only the
+    /// organizations whose leases this node holds; `flush` makes recorded
+    /// outcomes durable before a lease is given up.
+    pub fn sharing(mut self, queue: SharedQueue, flush: Recipient<FlushLog>) -> Self {
+        self.shared = Some(Shared::new(queue, flush));
+        self
+    }
+
+    /// Queues `job` now, or when it is due; on a shared queue only while
+    /// this node holds the organization's lease.
+    pub(super) fn schedule(&mut self, job: Job, ctx: &mut Context<Self>) {
+        let lease = self.lease_of(job.organization_id);
+        if !self.holds(job.organization_id, lease) {
+            return;
+        }
         let wait = job.due_at.millis() - Timestamp::now().millis();
         if wait <= 0 {
             self.queue.push(job);
@@ -75,14 +97,33 @@ impl Dispatcher {
             self.scheduled += 1;
             ctx.run_later(Duration::from_millis(wait as u64), move |act, _| {
                 act.scheduled = act.scheduled.saturating_sub(1);
-                act.queue.push(job);
-                act.pump();
+                // Not if the lease was lost meanwhile: the job is another node's.
+                if act.holds(job.organization_id, lease) {
+                    act.queue.push(job);
+                    act.pump();
+                }
             });
         }
     }
 
+    /// This node's lease on `org` (`None` also when no queue is shared).
+    fn lease_of(&self, org: OrgId) -> Option<Lease> {
+        self.shared
+            .as_ref()
+            .and_then(|shared| shared.leases.of(org))
+    }
+
+    /// Whether this node delivers `org` under `lease`: always when no queue
+    /// is shared, else while that lease is the one held.
+    fn holds(&self, org: OrgId, lease: Option<Lease>) -> bool {
+        match &self.shared {
+            None => true,
+            Some(shared) => lease.is_some() && shared.leases.of(org) == lease,
+        }
+    }
+
     /// Starts attempts while there are free slots.
-    fn pump(&mut self) {
+    pub(super) fn pump(&mut self) {
         if self.draining || self.workers.is_empty() {
             return;
         }
@@ -94,7 +135,11 @@ impl Dispatcher {
     }
 
     /// Reads the next part of `org`'s backlog when its window has room.
-    fn read_backlog(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+    pub(super) fn read_backlog(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+        if self.shared.is_some() {
+            self.claim_backlog(org, ctx);
+            return;
+        }
         let Some(read) = self.backlog.next_read(org) else {
             return;
         };
@@ -107,7 +152,7 @@ impl Dispatcher {
         );
     }
 
-    fn backlog_read(
+    pub(super) fn backlog_read(
         &mut self,
         read: Read,
         result: Result<Vec<Job>, crate::storage::StoreError>,
@@ -214,6 +259,10 @@ impl Actor for Dispatcher {
     /// (never attempted, waiting for their retry, or in flight at a crash:
     /// at-least-once); no message is handled before.
     fn started(&mut self, ctx: &mut Self::Context) {
+        if self.shared.is_some() {
+            self.start_sharing(ctx);
+            return;
+        }
         let (store, window) = (self.store.clone(), self.backlog.window());
         let loading = async move { store.outbox_windows(window).await };
         ctx.wait(loading.into_actor(self).map(|loaded, act, ctx| match loaded {
@@ -243,6 +292,10 @@ impl Handler<Enqueue> for Dispatcher {
     /// New durable deliveries: held when their organization's window has
     /// room, else they wait in the outbox and are read in their turn.
     fn handle(&mut self, Enqueue(jobs): Enqueue, ctx: &mut Self::Context) {
+        if self.shared.is_some() {
+            self.committed(&jobs, ctx);
+            return;
+        }
         for job in jobs {
             if self.backlog.admit(&job) {
                 self.schedule(job, ctx);
@@ -258,9 +311,15 @@ impl Handler<AttemptFinished> for Dispatcher {
     fn handle(&mut self, msg: AttemptFinished, ctx: &mut Self::Context) {
         let org = msg.job.organization_id;
         self.queue.finished(org);
+        // An attempt of a lease lost meanwhile is recorded, nothing more.
+        let orphan = self
+            .shared
+            .as_mut()
+            .is_some_and(|shared| shared.orphan_finished(org));
         match self.record(msg.job, msg.outcome) {
-            Some(retry) => self.schedule(retry, ctx),
-            None => self.released(org, ctx),
+            Some(retry) if !orphan => self.schedule(retry, ctx),
+            None if !orphan => self.released(org, ctx),
+            _ => {}
         }
         self.pump();
         self.notify_if_drained();

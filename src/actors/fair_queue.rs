@@ -124,6 +124,11 @@ impl FairQueue {
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
+
+    /// Attempts of `org` in flight.
+    pub fn in_flight_of(&self, org: OrgId) -> usize {
+        self.queues.get(&org).map_or(0, |queue| queue.in_flight)
+    }
 }
 
 #[cfg(test)]

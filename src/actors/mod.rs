@@ -2,15 +2,19 @@
 //! serializes that organization's commands (the [`registry::Registry`]
 //! finds or starts it); the [`dispatcher::Dispatcher`], the
 //! [`delivery::DeliveryActor`]s and the [`log::LogActor`] deliver what the
-//! commit path hands them through [`handoff::Handoff`].
+//! commit path hands them through [`handoff::Handoff`]; when several
+//! nodes share one queue, the dispatcher delivers the organizations whose
+//! leases it holds ([`shared`]).
 
 pub mod backlog;
 pub mod delivery;
 pub mod dispatcher;
 pub mod fair_queue;
 pub mod handoff;
+pub mod leases;
 pub mod log;
 pub mod log_lengths;
 pub mod messages;
 pub mod organization;
 pub mod registry;
+pub mod shared;

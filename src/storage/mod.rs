@@ -427,6 +427,16 @@ impl Store {
         matches!(self, Store::Postgres(_))
     }
 
+    /// This node's side of the delivery queue other nodes share, with
+    /// leases of `lease`; `None` on a store no other node shares, where
+    /// this node delivers everything in its outbox.
+    pub fn shared_queue(&self, lease: std::time::Duration) -> Option<postgres::SharedQueue> {
+        match self {
+            Store::Sled(_) => None,
+            Store::Postgres(store) => Some(store.shared_queue(lease)),
+        }
+    }
+
     /// The live token whose SHA-256 is `token` (when one is given), with
     /// its user, and the stored revision of `org`: in one round trip, which
     /// concurrent callers share. `None` on a store no other node shares,

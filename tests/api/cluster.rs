@@ -6,8 +6,12 @@ use std::path::Path;
 
 use serde_json::json;
 
+use std::time::Duration;
+
 use crate::engines::{on_database, Engine};
-use crate::helpers::{launch_binary, Running, ADMIN};
+use crate::helpers::{
+    client, eventually, launch_binary, spawn_binary_capturing, CapturedOutput, Running, ADMIN,
+};
 
 /// The settings that put a node on the database at `url`, with a
 /// generated admin token.
@@ -144,8 +148,8 @@ async fn three_nodes(databases: &crate::engines::Databases, start: Start) {
     });
     assert_eq!(
         (versions, hashes),
-        (2, 1),
-        "one row per schema version (2), one admin token"
+        (3, 1),
+        "one row per schema version (3), one admin token"
     );
 }
 
@@ -165,6 +169,10 @@ async fn three_nodes_starting_at_once_share_one_schema_and_one_admin_token() {
 struct Pair {
     a: Running,
     b: Running,
+    /// What each node wrote (JSON lines).
+    outputs: [CapturedOutput; 2],
+    /// The database's URL.
+    url: String,
     _dirs: [tempfile::TempDir; 2],
 }
 
@@ -184,11 +192,67 @@ fn two_nodes_with(databases: &crate::engines::Databases, extra: &[(&str, &str)])
         ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
     ];
     env.extend_from_slice(extra);
+    let start = |dir: &Path| {
+        let (server, output) = spawn_binary_capturing(dir, &env);
+        let running = Running {
+            server,
+            client: client(),
+        };
+        (running, output)
+    };
+    let (a, a_output) = start(dirs[0].path());
+    let (b, b_output) = start(dirs[1].path());
     Pair {
-        a: Running::start(dirs[0].path(), &env),
-        b: Running::start(dirs[1].path(), &env),
+        a,
+        b,
+        outputs: [a_output, b_output],
+        url,
         _dirs: dirs,
     }
+}
+
+/// The id a node logged for this run ("deliveries: one queue shared …").
+async fn node_id(output: &CapturedOutput) -> String {
+    eventually(Duration::from_secs(10), "the node's id in its log", || {
+        let lines = output.stdout.lock().expect("lines").clone();
+        async move {
+            lines.iter().find_map(|line| {
+                let entry: serde_json::Value = serde_json::from_str(line).ok()?;
+                let fields = entry.get("fields").unwrap_or(&entry);
+                fields["message"]
+                    .as_str()?
+                    .starts_with("deliveries: one queue shared")
+                    .then(|| fields["node"].as_str().map(str::to_owned))?
+            })
+        }
+    })
+    .await
+}
+
+/// One value from the database at `url`.
+fn scalar<T>(url: &str, sql: &'static str, org: &str) -> T
+where
+    T: for<'a> tokio_postgres::types::FromSql<'a> + Send + 'static,
+{
+    let org: uuid::Uuid = org.parse().expect("an organization id");
+    on_database(url, move |client| async move {
+        client
+            .query_one(sql, &[&org])
+            .await
+            .expect("the query")
+            .get::<_, T>(0)
+    })
+}
+
+/// The node holding `org`'s delivery lease now ("" when none does).
+fn lease_holder(url: &str, org: &str) -> String {
+    scalar::<Option<uuid::Uuid>>(
+        url,
+        "SELECT node FROM delivery_leases WHERE organization_id = $1 AND until > now()",
+        org,
+    )
+    .map(|node| node.to_string())
+    .unwrap_or_default()
 }
 
 /// An enterprise organization made on `node`: (org path, owner token).
@@ -592,4 +656,246 @@ async fn events_created_on_both_nodes_are_each_delivered_once() {
     tasks.sort();
     created.sort();
     assert_eq!(tasks, created, "every event once");
+}
+
+/// Creates a task on `node` for each of `titles`, 4 at a time: the ids.
+async fn tasks_on(node: &Running, org: &str, owner: &str, titles: Vec<String>) -> Vec<String> {
+    use futures_util::StreamExt;
+    futures_util::stream::iter(titles)
+        .map(|title| async move {
+            let task = node
+                .post(&format!("{org}/tasks"), owner, json!({"title": title}))
+                .await
+                .expect(201)
+                .json();
+            id_of(&task)
+        })
+        .buffered(4)
+        .collect()
+        .await
+}
+
+/// When `delivery`'s attempts were received.
+fn attempts_at(received: &[crate::receiver::Received], delivery: &str) -> Vec<std::time::Instant> {
+    received
+        .iter()
+        .filter(|r| r.header("x-service-delivery") == delivery)
+        .map(|r| r.at)
+        .collect()
+}
+
+/// The task ids of the events `received` (the webhook test ping has none).
+fn task_ids(received: &[crate::receiver::Received]) -> std::collections::BTreeSet<String> {
+    received
+        .iter()
+        .filter_map(|r| r.json()["data"]["id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[actix_web::test]
+async fn a_killed_nodes_deliveries_are_taken_over_with_the_same_id_body_and_attempt() {
+    use crate::receiver::Behavior;
+    use std::collections::BTreeMap;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::killed_node") else {
+        return;
+    };
+    let (pair, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "3000"),
+            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "4"),
+            ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
+            ("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "2500"),
+        ],
+    )
+    .await;
+    let Pair {
+        a, b, outputs, url, ..
+    } = pair;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    // The first four attempts fail (retried 2.5 s later); then a slow subscriber.
+    receiver.script(vec![Behavior::status(500); 4]);
+    receiver.set(Behavior::slow(Duration::from_millis(100)));
+
+    // 75 events on A, which claims the organization's lease, then 75 on B,
+    // which tells A.
+    let titles = |from: usize| (from..from + 75).map(|i| format!("task {i}")).collect();
+    let mut created = tasks_on(&a, &org, &owner, titles(0)).await;
+    created.extend(tasks_on(&b, &org, &owner, titles(75)).await);
+    assert_eq!(created.len(), 150);
+    receiver.wait_for(40, Duration::from_secs(20)).await;
+    // The holder is killed (A, unless its lease ran out under load and B took it).
+    let ids = [node_id(&outputs[0]).await, node_id(&outputs[1]).await];
+    let holder = lease_holder(&url, &org_id);
+    let (mut killed_node, survivor) = if holder == ids[0] { (a, b) } else { (b, a) };
+    assert!(
+        ids.contains(&holder),
+        "a node holds the organization's lease"
+    );
+    killed_node.server.child.kill().expect("SIGKILL");
+    killed_node.server.child.wait().expect("reaped");
+    let killed = std::time::Instant::now();
+
+    // B takes over once A's lease runs out: every event is delivered.
+    let log = eventually(Duration::from_secs(40), "every event delivered", || {
+        let (survivor, org, owner) = (&survivor, &org, &owner);
+        async move {
+            let page = survivor
+                .get(&format!("{org}/webhook/deliveries?limit=200"), owner)
+                .await
+                .expect(200)
+                .json();
+            let items = page["items"].as_array().cloned().unwrap_or_default();
+            let succeeded = items
+                .iter()
+                .filter(|r| r["outcome"] == "succeeded")
+                .filter_map(|r| r["delivery_id"].as_str())
+                .collect::<std::collections::BTreeSet<_>>();
+            // The 150 events, and the webhook test's ping.
+            (succeeded.len() == 151).then_some(items)
+        }
+    })
+    .await;
+    let received = receiver.received();
+    let created: std::collections::BTreeSet<String> = created.into_iter().collect();
+    assert_eq!(task_ids(&received), created, "every event received");
+    assert!(
+        received.iter().any(|r| r.at > killed),
+        "deliveries went on after the kill"
+    );
+    assert_ne!(
+        lease_holder(&url, &org_id),
+        holder,
+        "the killed node holds nothing"
+    );
+    let mut bodies: BTreeMap<String, Vec<&Vec<u8>>> = BTreeMap::new();
+    for request in received
+        .iter()
+        .filter(|r| r.json()["data"]["id"].is_string())
+    {
+        bodies
+            .entry(request.header("x-service-delivery"))
+            .or_default()
+            .push(&request.body);
+    }
+    assert_eq!(bodies.len(), 150, "one delivery id per event");
+    for (delivery, sent) in &bodies {
+        assert!(
+            sent.iter().all(|body| *body == sent[0]),
+            "delivery {delivery} was re-sent with another body"
+        );
+    }
+    // The four failed first attempts were retried as attempt 2, 2.5 s after.
+    let failed: Vec<&serde_json::Value> = log.iter().filter(|r| r["outcome"] == "failed").collect();
+    assert_eq!(failed.len(), 4, "{failed:?}");
+    for first in failed {
+        assert_eq!(first["attempt"], 1);
+        let delivery = first["delivery_id"].as_str().unwrap_or_default();
+        let retries: Vec<&serde_json::Value> = log
+            .iter()
+            .filter(|r| r["delivery_id"] == delivery && r["outcome"] == "succeeded")
+            .collect();
+        assert!(
+            !retries.is_empty() && retries.iter().all(|r| r["attempt"] == 2),
+            "the retry of {delivery} carries attempt 2: {retries:?}"
+        );
+        let sent: Vec<std::time::Instant> = attempts_at(&received, delivery);
+        assert!(
+            sent.len() >= 2 && sent[1] - sent[0] >= Duration::from_millis(2400),
+            "retried 2.5 s after the first attempt ended, whichever node made it"
+        );
+    }
+    assert_eq!(
+        scalar::<i64>(
+            &url,
+            "SELECT count(*) FROM outbox WHERE organization_id = $1",
+            &org_id
+        ),
+        0,
+        "nothing left"
+    );
+}
+
+#[actix_web::test]
+async fn one_organizations_attempts_in_flight_stay_under_its_cap_across_two_nodes() {
+    use crate::receiver::Behavior;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::in_flight_cap") else {
+        return;
+    };
+    let (Pair { a, b, .. }, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "4")],
+    )
+    .await;
+    receiver.set(Behavior::slow(Duration::from_millis(150)));
+    let titles =
+        |from: usize| -> Vec<String> { (from..from + 30).map(|i| format!("task {i}")).collect() };
+    let (on_a, on_b) = futures_util::join!(
+        tasks_on(&a, &org, &owner, titles(0)),
+        tasks_on(&b, &org, &owner, titles(30))
+    );
+    let created: std::collections::BTreeSet<String> = on_a.into_iter().chain(on_b).collect();
+    eventually(Duration::from_secs(30), "every event delivered", || {
+        let done = task_ids(&receiver.received()) == created;
+        async move { done.then_some(()) }
+    })
+    .await;
+    assert_eq!(
+        receiver.most_at_once(),
+        4,
+        "at most 4 attempts of the organization at once over both nodes, and the cap was reached"
+    );
+}
+
+#[actix_web::test]
+async fn a_node_stopped_with_sigterm_hands_its_deliveries_over_at_once() {
+    use crate::receiver::Behavior;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::sigterm_handover") else {
+        return;
+    };
+    // Leases of a minute: only a release hands the organization over in time.
+    let (pair, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "60000"),
+            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "2"),
+        ],
+    )
+    .await;
+    let Pair { mut a, b, .. } = pair;
+    receiver.set(Behavior::slow(Duration::from_millis(200)));
+    let titles = (0..40).map(|i| format!("task {i}")).collect();
+    let created: std::collections::BTreeSet<String> = tasks_on(&a, &org, &owner, titles)
+        .await
+        .into_iter()
+        .collect();
+    receiver.wait_for(4, Duration::from_secs(10)).await;
+    a.stop_gracefully().await;
+    let stopped = std::time::Instant::now();
+    let received = eventually(Duration::from_secs(20), "every event delivered", || {
+        let received = receiver.received();
+        let done = task_ids(&received) == created;
+        async move { done.then_some(received) }
+    })
+    .await;
+    let after: Vec<&crate::receiver::Received> =
+        received.iter().filter(|r| r.at > stopped).collect();
+    assert!(!after.is_empty(), "B delivered the rest");
+    assert!(
+        after[0].at - stopped < Duration::from_secs(5),
+        "B started within seconds of the release, not after the minute's lease"
+    );
+    let distinct: std::collections::BTreeSet<String> = received
+        .iter()
+        .map(|r| r.header("x-service-delivery"))
+        .collect();
+    assert_eq!(
+        distinct.len(),
+        received.len(),
+        "nothing delivered twice: A released only after recording what it finished"
+    );
+    drop(b);
 }

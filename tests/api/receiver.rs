@@ -81,6 +81,9 @@ struct State {
     /// Answers for the next requests, then `default`.
     script: VecDeque<Behavior>,
     default: Option<Behavior>,
+    /// Requests being answered now, and the most at once so far.
+    answering: usize,
+    most_answering: usize,
 }
 
 /// A running subscriber.
@@ -108,12 +111,32 @@ async fn handle(
             body: body.to_vec(),
             at: Instant::now(),
         });
+        state.answering += 1;
+        state.most_answering = state.most_answering.max(state.answering);
         state
             .script
             .pop_front()
             .or_else(|| state.default.clone())
             .unwrap_or_else(Behavior::ok)
     };
+    // Counted until the response is built (the sender's attempt ends only
+    // after), or the request is dropped.
+    let _answering = Answering(state.get_ref().clone());
+    respond(behavior).await
+}
+
+/// One request being answered.
+struct Answering(Arc<Mutex<State>>);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        if let Ok(mut state) = self.0.lock() {
+            state.answering -= 1;
+        }
+    }
+}
+
+async fn respond(behavior: Behavior) -> HttpResponse {
     match behavior {
         Behavior::Respond {
             status,
@@ -173,6 +196,11 @@ impl TestReceiver {
     /// Answers the next requests with these, in order, then the default.
     pub fn script(&self, behaviors: Vec<Behavior>) {
         self.state.lock().unwrap().script.extend(behaviors);
+    }
+
+    /// The most requests answered at once so far.
+    pub fn most_at_once(&self) -> usize {
+        self.state.lock().unwrap().most_answering
     }
 
     /// Everything received so far.

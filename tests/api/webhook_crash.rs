@@ -309,6 +309,9 @@ async fn sigkill_mid_backlog_loses_no_acknowledged_event() {
             ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
             ("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "200"),
             ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "2"),
+            // On PostgreSQL the restarted process is a new node: it takes
+            // the killed one's deliveries over once their leases run out.
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "6000"),
         ];
         let dir = tempfile::tempdir().expect("tempdir");
         let http = client();

@@ -200,13 +200,29 @@ pub fn io_thread() -> Result<IoThread, StoreError> {
     })
 }
 
+/// What connections are made with: the client configuration and TLS.
+#[derive(Clone)]
+pub struct Connector {
+    pub(super) config: tokio_postgres::Config,
+    pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
+}
+
+impl Connector {
+    /// The connector `settings` describe.
+    pub fn new(settings: &Settings) -> Result<Self, StoreError> {
+        let (config, root_cert) = client_config(settings)?;
+        let tls = tls(root_cert.as_deref())?;
+        Ok(Connector { config, tls })
+    }
+}
+
 /// Connects on the I/O thread.
-struct OnIoThread<T> {
-    tls: T,
+struct OnIoThread {
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
     io: Arc<IoThread>,
 }
 
-impl deadpool_postgres::Connect for OnIoThread<tokio_postgres_rustls::MakeRustlsConnect> {
+impl deadpool_postgres::Connect for OnIoThread {
     fn connect(
         &self,
         pg_config: &tokio_postgres::Config,
@@ -246,13 +262,19 @@ fn closed() -> tokio_postgres::Error {
     tokio_postgres::Error::__private_api_timeout()
 }
 
-/// A pool of `settings.pool` connections, whose I/O runs on `io`.
-pub fn pool(settings: &Settings, io: Arc<IoThread>) -> Result<Pool, StoreError> {
-    let (config, root_cert) = client_config(settings)?;
-    let tls = tls(root_cert.as_deref())?;
-    let connect = OnIoThread { tls, io };
+/// A pool of `settings.pool` connections made by `connector`, whose I/O
+/// runs on `io`.
+pub fn pool(
+    settings: &Settings,
+    connector: &Connector,
+    io: Arc<IoThread>,
+) -> Result<Pool, StoreError> {
+    let connect = OnIoThread {
+        tls: connector.tls.clone(),
+        io,
+    };
     let manager = Manager::from_connect(
-        config,
+        connector.config.clone(),
         connect,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,

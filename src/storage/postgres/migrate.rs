@@ -18,6 +18,10 @@ const STEPS: &[(&str, &str)] = &[
         "organization revisions, for several nodes",
         include_str!("migrations/0002_revisions.sql"),
     ),
+    (
+        "delivery leases, for one queue shared by several nodes",
+        include_str!("migrations/0003_delivery_leases.sql"),
+    ),
 ];
 
 /// The schema version this build reads and writes.

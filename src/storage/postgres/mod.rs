@@ -15,6 +15,7 @@ mod connect;
 mod error;
 mod group_commit;
 mod import;
+mod leases;
 pub mod migrate;
 mod passed_tests;
 mod read;
@@ -36,6 +37,7 @@ use transact::{finish_transaction, prepared, Database};
 
 pub use connect::{with_database, Settings};
 pub use import::Import;
+pub use leases::{Lease, Listening, SharedQueue, Wakeup};
 pub use migrate::Migrated;
 
 /// A pool of connections to one database, and its group commit.
@@ -47,8 +49,10 @@ pub struct PgStore {
     checks: checks::Checks,
     /// Seals webhook secrets at rest, when `storage.secret_key` is set.
     key: Option<SealingKey>,
-    /// Keeps the I/O thread running while the store is in use.
-    _io: Arc<connect::IoThread>,
+    /// Makes connections of their own (for `LISTEN`).
+    connector: Arc<connect::Connector>,
+    /// Runs every connection's I/O; kept running while the store is in use.
+    io: Arc<connect::IoThread>,
 }
 
 impl PgStore {
@@ -88,8 +92,9 @@ impl PgStore {
     /// Connects and brings the schema to this build's version.
     async fn connect(settings: &Settings, key: Option<SealingKey>) -> Result<Self, StoreError> {
         let io = Arc::new(connect::io_thread()?);
+        let connector = Arc::new(connect::Connector::new(settings)?);
         let database = Database {
-            pool: connect::pool(settings, io.clone())?,
+            pool: connect::pool(settings, &connector, io.clone())?,
             timeout: settings.statement_timeout,
         };
         {
@@ -107,14 +112,15 @@ impl PgStore {
             committer,
             checks,
             key,
-            _io: io,
+            connector,
+            io,
         })
     }
 
     /// Applies the missing migrations, as `rolecall migrate` does.
     pub async fn migrate(settings: &Settings) -> Result<Migrated, StoreError> {
         let io = Arc::new(connect::io_thread()?);
-        let pool = connect::pool(settings, io)?;
+        let pool = connect::pool(settings, &connect::Connector::new(settings)?, io)?;
         let client = pool.get().await.map_err(error::from_pool)?;
         let mut schema = deadpool_postgres::Object::take(client);
         migrate::migrate(&mut schema).await
@@ -199,6 +205,17 @@ impl PgStore {
         org: Option<OrgId>,
     ) -> Result<crate::storage::Freshness, StoreError> {
         self.checks.check(token, org).await
+    }
+
+    /// This node's side of the delivery queue the nodes share, whose
+    /// leases last `lease` unless renewed.
+    pub fn shared_queue(&self, lease: std::time::Duration) -> SharedQueue {
+        SharedQueue::new(
+            self.database.clone(),
+            self.connector.clone(),
+            self.io.clone(),
+            lease,
+        )
     }
 
     /// Commits on PostgreSQL are durable when they answer.

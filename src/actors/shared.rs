@@ -1,0 +1,406 @@
+//! The dispatcher on a queue several nodes share (CONTRACT §8): it
+//! delivers only the organizations whose leases it holds, so one node at a
+//! time starts an organization's attempts, in order and under its cap.
+//!
+//! - Jobs this node commits, and wake-ups from other nodes, make it read
+//!   the organization's waiting jobs when it holds the lease, or claim the
+//!   lease (whose holder, if another node, is told in the same statement).
+//! - Every third of a lease it renews its leases, gives up those of
+//!   organizations with nothing left to deliver (after their outcomes are
+//!   written), and looks for organizations nobody delivers: released, or
+//!   left by a killed node whose leases ran out. A lease it could not renew
+//!   in time is dropped with the jobs it held, before another node may
+//!   take it.
+//! - On shutdown, after the last attempts, it releases every lease and
+//!   tells the other nodes which organizations still have jobs waiting.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+use crate::actors::dispatcher::Dispatcher;
+use crate::actors::leases::Leases;
+use crate::actors::messages::FlushLog;
+use crate::domain::delivery::Job;
+use crate::ids::OrgId;
+use crate::storage::postgres::{Lease, Listening, SharedQueue, Wakeup};
+
+/// Organizations claimed at most per look for abandoned ones (more are
+/// claimed by the next look, at once).
+const ABANDONED_PER_LOOK: usize = 256;
+
+/// The shortest interval between lease rounds.
+const SHORTEST_ROUND: Duration = Duration::from_millis(10);
+
+/// The dispatcher's state on a shared queue.
+pub struct Shared {
+    queue: SharedQueue,
+    /// The leases this node holds, wants and gives up.
+    pub(super) leases: Leases,
+    /// Attempts in flight of organizations whose lease was lost.
+    orphans: HashMap<OrgId, usize>,
+    /// Makes recorded outcomes durable before a lease is given up.
+    flush: Recipient<FlushLog>,
+    /// A look for abandoned organizations is under way.
+    looking: bool,
+    /// The connection listening for wake-ups, while the dispatcher runs.
+    listening: Option<Listening>,
+    /// Every lease was released at shutdown: nothing more is claimed.
+    stopped: bool,
+}
+
+impl Shared {
+    /// The state for delivering on `queue`.
+    pub fn new(queue: SharedQueue, flush: Recipient<FlushLog>) -> Self {
+        let lease = queue.lease();
+        Shared {
+            leases: Leases::new(lease, round(lease)),
+            queue,
+            orphans: HashMap::new(),
+            flush,
+            looking: false,
+            listening: None,
+            stopped: false,
+        }
+    }
+
+    /// An attempt of `org` ended: whether it was one of a lost lease.
+    pub fn orphan_finished(&mut self, org: OrgId) -> bool {
+        let Some(left) = self.orphans.get_mut(&org) else {
+            return false;
+        };
+        *left -= 1;
+        if *left == 0 {
+            self.orphans.remove(&org);
+        }
+        true
+    }
+}
+
+/// How often leases are renewed: three times per lease.
+fn round(lease: Duration) -> Duration {
+    (lease / 3).max(SHORTEST_ROUND)
+}
+
+/// The listening connection's news.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Wake(pub Wakeup);
+
+/// Releases every lease (after the last attempts are recorded and
+/// flushed); answers once released or refused.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct ReleaseLeases;
+
+impl Dispatcher {
+    /// Listens for wake-ups, renews every third of a lease, and looks for
+    /// organizations nobody delivers.
+    pub(super) fn start_sharing(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        let address = ctx.address();
+        shared.listening = Some(
+            shared
+                .queue
+                .listen(move |wakeup| address.do_send(Wake(wakeup))),
+        );
+        tracing::info!(
+            node = %shared.queue.node(),
+            lease_ms = shared.queue.lease().as_millis() as u64,
+            "deliveries: one queue shared with every node on this database"
+        );
+        ctx.run_interval(round(shared.queue.lease()), |act, ctx| act.lease_round(ctx));
+        self.look_for_abandoned(ctx);
+    }
+
+    /// New jobs were committed here: each organization's are read, or its
+    /// lease claimed. The jobs themselves wait in the outbox until then.
+    pub(super) fn committed(&mut self, jobs: &[Job], ctx: &mut Context<Self>) {
+        let orgs: BTreeSet<OrgId> = jobs.iter().map(|job| job.organization_id).collect();
+        for org in orgs {
+            self.jobs_waiting(org, ctx);
+        }
+    }
+
+    /// Jobs of `org` wait in the outbox.
+    fn jobs_waiting(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        if self.draining || shared.stopped {
+            return;
+        }
+        if shared.leases.want(org).is_some() {
+            self.backlog.more_on_disk(org);
+            self.read_backlog(org, ctx);
+        } else {
+            self.claim(ctx);
+        }
+    }
+
+    /// Claims the leases wanted, unless a claim is under way.
+    fn claim(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        let Some(orgs) = shared.leases.take_claims() else {
+            return;
+        };
+        let (queue, sent) = (shared.queue.clone(), Instant::now());
+        let claiming = async move { queue.claim(&orgs).await };
+        ctx.spawn(claiming.into_actor(self).map(move |claimed, act, ctx| {
+            let Some(shared) = act.shared.as_mut() else {
+                return;
+            };
+            match claimed {
+                Ok(got) => {
+                    shared.leases.claimed(&got, sent);
+                    act.adopted(&got, ctx);
+                    act.claim(ctx);
+                }
+                Err(err) => {
+                    // Claimed again at the next round.
+                    shared.leases.claim_failed();
+                    tracing::warn!(error = %crate::telemetry::cause_chain(&err), "claiming delivery leases failed; trying again shortly");
+                }
+            }
+        }));
+    }
+
+    /// Leases just claimed: their organizations' waiting jobs are read.
+    fn adopted(&mut self, got: &[Lease], ctx: &mut Context<Self>) {
+        for lease in got {
+            self.backlog.more_on_disk(lease.org);
+            self.read_backlog(lease.org, ctx);
+        }
+    }
+
+    /// Reads (claims) the next of `org`'s waiting jobs under its lease,
+    /// when the window has room.
+    pub(super) fn claim_backlog(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_ref() else {
+            return;
+        };
+        let Some(lease) = shared.leases.of(org) else {
+            return;
+        };
+        let Some(read) = self.backlog.next_read(org) else {
+            return;
+        };
+        let queue = shared.queue.clone();
+        let reading = async move { queue.claim_jobs(lease, read.limit).await };
+        ctx.spawn(reading.into_actor(self).map(move |result, act, ctx| {
+            // A lease lost meanwhile (or claimed anew): the read is not this holding's.
+            if act.shared.as_ref().and_then(|s| s.leases.of(org)) == Some(lease) {
+                act.backlog_read(read, result, ctx);
+            }
+        }));
+    }
+
+    /// A round: leases not renewed in time are dropped, the others renewed;
+    /// organizations with nothing left are released, abandoned ones looked
+    /// for, and claims that failed tried again.
+    fn lease_round(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        if shared.stopped {
+            return;
+        }
+        for org in shared.leases.expired(Instant::now()) {
+            self.lose(org);
+        }
+        self.renew(ctx);
+        if !self.draining {
+            self.release_idle(ctx);
+            self.look_for_abandoned(ctx);
+            self.claim(ctx);
+        }
+    }
+
+    /// `org`'s lease is no longer this node's: its held jobs are dropped
+    /// (they wait in the outbox for the next holder); attempts in flight
+    /// finish and are recorded.
+    fn lose(&mut self, org: OrgId) {
+        let dropped = self.queue.drop_org(org).len();
+        self.backlog.forget(org);
+        let in_flight = self.queue.in_flight_of(org);
+        if let Some(shared) = self.shared.as_mut() {
+            if in_flight > 0 {
+                *shared.orphans.entry(org).or_default() += in_flight;
+            }
+        }
+        tracing::warn!(
+            organization_id = %org, dropped, in_flight,
+            "this node's delivery lease ran out; another node takes the organization's deliveries over"
+        );
+    }
+
+    /// Renews every lease held, unless a renewal is under way.
+    fn renew(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        let Some(asked) = shared.leases.take_renewal() else {
+            return;
+        };
+        let (queue, sent) = (shared.queue.clone(), Instant::now());
+        let renewing = async move {
+            let kept = queue.renew(&asked).await;
+            (asked, kept)
+        };
+        ctx.spawn(
+            renewing
+                .into_actor(self)
+                .map(move |(asked, kept), act, _| {
+                    let Some(shared) = act.shared.as_mut() else {
+                        return;
+                    };
+                    match kept {
+                        Ok(kept) => {
+                            for org in shared.leases.renewed(&asked, &kept, sent) {
+                                act.lose(org);
+                            }
+                        }
+                        Err(err) => {
+                            shared.leases.renewal_failed();
+                            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "renewing delivery leases failed; trying again at the next round");
+                        }
+                    }
+                }),
+        );
+    }
+
+    /// Releases the leases of organizations with nothing held or waiting,
+    /// once their recorded outcomes are durable (so that the next holder
+    /// does not deliver again what this node finished).
+    fn release_idle(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        let backlog = &self.backlog;
+        let idle: Vec<OrgId> = shared
+            .leases
+            .all()
+            .into_iter()
+            .map(|lease| lease.org)
+            .filter(|org| backlog.idle(*org) && !shared.orphans.contains_key(org))
+            .collect();
+        if idle.is_empty() {
+            return;
+        }
+        let leases = shared.leases.release(idle);
+        let (queue, flush) = (shared.queue.clone(), shared.flush.clone());
+        let releasing = async move {
+            let released = match flush.send(FlushLog).await {
+                Ok(()) => queue.release(&leases).await,
+                // No log actor: nothing is released, the leases run out.
+                Err(_) => Ok(()),
+            };
+            (leases, released)
+        };
+        ctx.spawn(
+            releasing
+                .into_actor(self)
+                .map(|(leases, released), act, ctx| {
+                    let Some(shared) = act.shared.as_mut() else {
+                        return;
+                    };
+                    if let Err(err) = released {
+                        tracing::warn!(error = %crate::telemetry::cause_chain(&err), "releasing idle delivery leases failed; they run out instead");
+                    }
+                    shared.leases.released(&leases);
+                    act.claim(ctx);
+                }),
+        );
+    }
+
+    /// Claims organizations with jobs waiting that no node delivers.
+    fn look_for_abandoned(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        if shared.looking || shared.stopped || self.draining {
+            return;
+        }
+        shared.looking = true;
+        let (queue, sent) = (shared.queue.clone(), Instant::now());
+        let looking = async move { queue.claim_abandoned(ABANDONED_PER_LOOK).await };
+        ctx.spawn(looking.into_actor(self).map(move |found, act, ctx| {
+            let Some(shared) = act.shared.as_mut() else {
+                return;
+            };
+            shared.looking = false;
+            match found {
+                Ok(got) => {
+                    if !got.is_empty() {
+                        tracing::info!(
+                            organizations = got.len(),
+                            "took over deliveries no node was making"
+                        );
+                    }
+                    shared.leases.adopt(&got, sent);
+                    act.adopted(&got, ctx);
+                    if got.len() == ABANDONED_PER_LOOK {
+                        act.look_for_abandoned(ctx);
+                    }
+                }
+                Err(err) => tracing::warn!(
+                    error = %crate::telemetry::cause_chain(&err),
+                    "looking for deliveries no node makes failed; trying again at the next round"
+                ),
+            }
+        }));
+    }
+}
+
+impl Handler<Wake> for Dispatcher {
+    type Result = ();
+
+    fn handle(&mut self, Wake(wakeup): Wake, ctx: &mut Self::Context) {
+        match wakeup {
+            Wakeup::Listening => self.look_for_abandoned(ctx),
+            Wakeup::Jobs(org) => self.jobs_waiting(org, ctx),
+        }
+    }
+}
+
+impl Handler<ReleaseLeases> for Dispatcher {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _: ReleaseLeases, _: &mut Self::Context) -> Self::Result {
+        let Some(shared) = self.shared.as_mut() else {
+            return Box::pin(fut::ready(()));
+        };
+        shared.stopped = true;
+        shared.listening = None;
+        let held = shared.leases.all();
+        let leases = shared.leases.release(held.iter().map(|lease| lease.org));
+        let queue = shared.queue.clone();
+        Box::pin(
+            async move {
+                let released = queue.release(&leases).await;
+                (leases, released)
+            }
+            .into_actor(self)
+            .map(|(leases, released), act, _| {
+                match released {
+                    Ok(()) => tracing::info!(
+                        organizations = leases.len(),
+                        "released this node's delivery leases"
+                    ),
+                    Err(err) => tracing::warn!(
+                        error = %crate::telemetry::cause_chain(&err),
+                        "releasing this node's delivery leases failed; other nodes take them over when they run out"
+                    ),
+                }
+                if let Some(shared) = act.shared.as_mut() {
+                    shared.leases.released(&leases);
+                }
+            }),
+        )
+    }
+}

@@ -1,0 +1,352 @@
+//! The delivery queue several nodes share (CONTRACT §8), as SQL: one node
+//! at a time delivers an organization, the holder of its lease
+//! (`delivery_leases`), and it marks the outbox rows it holds in memory
+//! with its epoch (`outbox.claim`). A node that dies stops renewing; once
+//! its leases run out another node claims them, under a new epoch, and so
+//! takes over every row the dead node held: the same rows, with their
+//! delivery ids, bodies and attempt numbers.
+//!
+//! Nodes wake each other with `NOTIFY`: a node with new jobs of an
+//! organization another node holds tells that node, on its own channel;
+//! a stopping node tells every node which organizations it left with jobs
+//! waiting. A slow poll for organizations whose lease ran out with jobs
+//! waiting is the backstop for a lost notification or a killed node.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::connect::{Connector, IoThread};
+use super::error::from_pg;
+use super::rows;
+use super::transact::Database;
+use crate::domain::delivery::Job;
+use crate::ids::OrgId;
+use crate::storage::StoreError;
+
+/// The channel every node listens on: organizations a stopping node left
+/// with jobs waiting.
+const RELEASED_CHANNEL: &str = "rolecall_deliveries";
+
+/// A node's hold on delivering one organization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The organization.
+    pub org: OrgId,
+    /// Which holder this is: every new holder gets the next one.
+    pub epoch: i64,
+}
+
+/// This node's side of the shared delivery queue.
+#[derive(Clone)]
+pub struct SharedQueue {
+    database: Database,
+    connector: Arc<Connector>,
+    io: Arc<IoThread>,
+    /// This run of this node.
+    node: Uuid,
+    /// How long a lease lasts unless renewed, in milliseconds.
+    lease_ms: i64,
+}
+
+/// What the listening connection tells the dispatcher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wakeup {
+    /// Listening (again): notifications sent meanwhile are lost, so look
+    /// for waiting jobs now.
+    Listening,
+    /// `org` has jobs waiting that this node may deliver.
+    Jobs(OrgId),
+}
+
+impl SharedQueue {
+    /// This node's side, for a run identified by a new id.
+    pub(super) fn new(
+        database: Database,
+        connector: Arc<Connector>,
+        io: Arc<IoThread>,
+        lease: Duration,
+    ) -> Self {
+        SharedQueue {
+            database,
+            connector,
+            io,
+            node: Uuid::now_v7(),
+            lease_ms: i64::try_from(lease.as_millis()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// This run's node id.
+    pub fn node(&self) -> Uuid {
+        self.node
+    }
+
+    /// How long a lease lasts unless renewed.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms.max(0) as u64)
+    }
+
+    /// Claims the leases of `orgs` that nobody holds (or whose holder
+    /// stopped renewing); for each held by another node, tells that node
+    /// in the same statement that jobs of it wait.
+    pub async fn claim(&self, orgs: &[OrgId]) -> Result<Vec<Lease>, StoreError> {
+        const SQL: &str = "WITH wanted AS (SELECT DISTINCT unnest($1::uuid[]) AS id), \
+             claimed AS ( \
+               UPDATE delivery_leases l SET node = $2, epoch = l.epoch + 1, \
+                      until = now() + $3::int8 * interval '1 millisecond' \
+                 FROM wanted w \
+                WHERE l.organization_id = w.id \
+                  AND (l.node IS NULL OR l.node = $2 OR l.until <= now()) \
+               RETURNING l.organization_id, l.epoch), \
+             told AS ( \
+               SELECT pg_notify('rolecall_deliveries_' || replace(l.node::text, '-', ''), \
+                                l.organization_id::text) \
+                 FROM delivery_leases l JOIN wanted w ON l.organization_id = w.id \
+                WHERE l.node <> $2 AND l.until > now() \
+                  AND l.organization_id NOT IN (SELECT organization_id FROM claimed)) \
+             SELECT organization_id, epoch FROM claimed \
+             UNION ALL SELECT NULL::uuid, count(*) FROM told";
+        let ids: Vec<Uuid> = orgs.iter().map(|org| org.0).collect();
+        let rows = self
+            .database
+            .query(
+                "a delivery lease claim",
+                SQL,
+                &[&ids, &self.node, &self.lease_ms],
+            )
+            .await?;
+        leases(&rows)
+    }
+
+    /// Claims up to `limit` leases whose organizations have jobs waiting
+    /// and nobody delivering them: released, or left by a node that stopped
+    /// renewing (killed).
+    pub async fn claim_abandoned(&self, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        const SQL: &str = "WITH free AS ( \
+               SELECT l.organization_id FROM delivery_leases l \
+                WHERE (l.node IS NULL OR l.until <= now()) \
+                  AND EXISTS (SELECT 1 FROM outbox o WHERE o.organization_id = l.organization_id) \
+                LIMIT $3 FOR UPDATE OF l SKIP LOCKED) \
+             UPDATE delivery_leases l SET node = $1, epoch = l.epoch + 1, \
+                    until = now() + $2::int8 * interval '1 millisecond' \
+               FROM free WHERE l.organization_id = free.organization_id \
+             RETURNING l.organization_id, l.epoch";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .database
+            .query(
+                "a look for abandoned deliveries",
+                SQL,
+                &[&self.node, &self.lease_ms, &limit],
+            )
+            .await?;
+        leases(&rows)
+    }
+
+    /// Extends `held`; answers the organizations still held (any other was
+    /// taken over: this node's lease had run out).
+    pub async fn renew(&self, held: &[Lease]) -> Result<Vec<OrgId>, StoreError> {
+        const SQL: &str = "UPDATE delivery_leases l \
+                SET until = now() + $2::int8 * interval '1 millisecond' \
+               FROM unnest($3::uuid[], $4::int8[]) AS h(id, epoch) \
+              WHERE l.organization_id = h.id AND l.epoch = h.epoch AND l.node = $1 \
+             RETURNING l.organization_id";
+        let (ids, epochs) = columns(held);
+        let rows = self
+            .database
+            .query(
+                "a delivery lease renewal",
+                SQL,
+                &[&self.node, &self.lease_ms, &ids, &epochs],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| row.try_get("organization_id").map(OrgId))
+            .collect::<Result<_, _>>()
+            .map_err(StoreError::codec)
+    }
+
+    /// Gives up `held`, telling every node which of them have jobs waiting.
+    pub async fn release(&self, held: &[Lease]) -> Result<(), StoreError> {
+        const SQL: &str = "WITH released AS ( \
+               UPDATE delivery_leases l SET node = NULL, until = '-infinity' \
+                 FROM unnest($2::uuid[], $3::int8[]) AS h(id, epoch) \
+                WHERE l.organization_id = h.id AND l.epoch = h.epoch AND l.node = $1 \
+               RETURNING l.organization_id), \
+             told AS ( \
+               SELECT pg_notify($4, r.organization_id::text) FROM released r \
+                WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.organization_id = r.organization_id)) \
+             SELECT count(*) FROM told";
+        if held.is_empty() {
+            return Ok(());
+        }
+        let (ids, epochs) = columns(held);
+        self.database
+            .query(
+                "a delivery lease release",
+                SQL,
+                &[&self.node, &ids, &epochs, &RELEASED_CHANNEL],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Up to `limit` of the jobs of `lease`'s organization not yet held
+    /// under it, oldest first, now marked held; none once the lease is
+    /// another node's.
+    pub async fn claim_jobs(&self, lease: Lease, limit: usize) -> Result<Vec<Job>, StoreError> {
+        let sql = format!(
+            "WITH picked AS ( \
+               SELECT delivery_id AS picked_id FROM outbox \
+                WHERE organization_id = $1 AND claim IS DISTINCT FROM $3 \
+                  AND EXISTS (SELECT 1 FROM delivery_leases \
+                               WHERE organization_id = $1 AND node = $2 AND epoch = $3) \
+                ORDER BY delivery_id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+             UPDATE outbox SET claim = $3 FROM picked \
+              WHERE organization_id = $1 AND delivery_id = picked.picked_id \
+             RETURNING {}",
+            rows::JOB
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .database
+            .query(
+                "a claim of waiting jobs",
+                &sql,
+                &[&lease.org.0, &self.node, &lease.epoch, &limit],
+            )
+            .await?;
+        let mut jobs: Vec<Job> = rows.iter().map(rows::job).collect::<Result<_, _>>()?;
+        jobs.sort_by_key(|job| job.delivery_id);
+        Ok(jobs)
+    }
+
+    /// Listens for this node's wake-ups on a connection of its own, on the
+    /// I/O thread, connecting again after a failure; stops when the answer
+    /// is dropped.
+    pub fn listen(&self, wake: impl Fn(Wakeup) + Send + Sync + 'static) -> Listening {
+        let channels = [own_channel(self.node), RELEASED_CHANNEL.to_owned()];
+        let connector = self.connector.clone();
+        let task = self.io.spawn(async move {
+            let mut pause = Duration::from_millis(250);
+            loop {
+                match listen_once(&connector, &channels, &wake).await {
+                    Ok(()) => {
+                        tracing::warn!("the PostgreSQL connection listening for deliveries closed; connecting again")
+                    }
+                    Err(err) => tracing::warn!(
+                        error = %crate::telemetry::cause_chain(&err),
+                        "listening for deliveries on PostgreSQL failed; trying again"
+                    ),
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        });
+        Listening(task)
+    }
+}
+
+/// The listening connection's task, stopped when dropped.
+pub struct Listening(tokio::task::JoinHandle<()>);
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The channel on which other nodes tell `node` of jobs of organizations it holds.
+fn own_channel(node: Uuid) -> String {
+    format!("rolecall_deliveries_{}", node.simple())
+}
+
+/// Connects, listens on `channels` and hands each notification to `wake`
+/// until the connection ends.
+async fn listen_once(
+    connector: &Connector,
+    channels: &[String],
+    wake: &impl Fn(Wakeup),
+) -> Result<(), StoreError> {
+    use tokio_postgres::AsyncMessage;
+
+    let (client, mut connection) = connector
+        .config
+        .connect(connector.tls.clone())
+        .await
+        .map_err(from_pg)?;
+    let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+    // Driving the connection yields what the server sends unasked.
+    tokio::spawn(async move {
+        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(AsyncMessage::Notification(notification)) => {
+                    if notified.send(notification).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::debug!(error = %err, "the listening connection ended");
+                    break;
+                }
+            }
+        }
+    });
+    let listen: String = channels
+        .iter()
+        .map(|channel| format!("LISTEN \"{channel}\";"))
+        .collect();
+    client.batch_execute(&listen).await.map_err(from_pg)?;
+    wake(Wakeup::Listening);
+    while let Some(notification) = notifications.recv().await {
+        match notification.payload().parse::<Uuid>() {
+            Ok(org) => wake(Wakeup::Jobs(OrgId(org))),
+            Err(_) => tracing::debug!(
+                payload = notification.payload(),
+                "a notification that names no organization"
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Leases from rows of (organization_id, epoch); a row without an
+/// organization (the count of notifications sent) is skipped.
+fn leases(rows: &[tokio_postgres::Row]) -> Result<Vec<Lease>, StoreError> {
+    let mut leases = Vec::with_capacity(rows.len());
+    for row in rows {
+        let org: Option<Uuid> = row.try_get(0).map_err(StoreError::codec)?;
+        let epoch: Option<i64> = row.try_get(1).map_err(StoreError::codec)?;
+        if let (Some(org), Some(epoch)) = (org, epoch) {
+            leases.push(Lease {
+                org: OrgId(org),
+                epoch,
+            });
+        }
+    }
+    Ok(leases)
+}
+
+/// The organizations and epochs of `leases`, as two arrays.
+fn columns(leases: &[Lease]) -> (Vec<Uuid>, Vec<i64>) {
+    leases
+        .iter()
+        .map(|lease| (lease.org.0, lease.epoch))
+        .unzip()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nodes_channel_is_a_plain_identifier_within_postgresqls_limit() {
+        let channel = own_channel(Uuid::now_v7());
+        assert!(channel.len() <= 63, "{channel}");
+        assert!(channel
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
+    }
+}
