@@ -152,30 +152,41 @@ impl Dispatcher {
         );
     }
 
-    pub(super) fn backlog_read(
+    fn backlog_read(
         &mut self,
         read: Read,
         result: Result<Vec<Job>, crate::storage::StoreError>,
         ctx: &mut Context<Self>,
     ) {
         match result {
-            Ok(jobs) => {
-                self.backlog.read_done(read, &jobs);
-                for job in jobs {
-                    self.schedule(job, ctx);
-                }
-                self.pump();
-                self.read_backlog(read.org, ctx);
-            }
-            Err(err) => {
-                self.backlog.read_failed(read);
-                tracing::warn!(
-                    organization_id = %read.org, error = %crate::telemetry::cause_chain(&err),
-                    "reading the outbox failed; trying again shortly"
-                );
-                ctx.run_later(READ_RETRY, move |act, ctx| act.read_backlog(read.org, ctx));
-            }
+            Ok(jobs) => self.read_done(read, jobs, ctx),
+            Err(err) => self.read_failed(read, &err, ctx),
         }
+    }
+
+    /// `read` returned `jobs`: they are held, and the next read follows.
+    pub(super) fn read_done(&mut self, read: Read, jobs: Vec<Job>, ctx: &mut Context<Self>) {
+        self.backlog.read_done(read, &jobs);
+        for job in jobs {
+            self.schedule(job, ctx);
+        }
+        self.pump();
+        self.read_backlog(read.org, ctx);
+    }
+
+    /// `read` failed: it is tried again shortly.
+    pub(super) fn read_failed(
+        &mut self,
+        read: Read,
+        err: &crate::storage::StoreError,
+        ctx: &mut Context<Self>,
+    ) {
+        self.backlog.read_failed(read);
+        tracing::warn!(
+            organization_id = %read.org, error = %crate::telemetry::cause_chain(err),
+            "reading the outbox failed; trying again shortly"
+        );
+        ctx.run_later(READ_RETRY, move |act, ctx| act.read_backlog(read.org, ctx));
     }
 
     /// A held delivery of `org` finished: its place goes to the next one.

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
+use crate::actors::backlog::Read;
 use crate::actors::dispatcher::Dispatcher;
 use crate::actors::leases::Leases;
 use crate::actors::messages::FlushLog;
@@ -44,6 +45,10 @@ pub struct Shared {
     flush: Recipient<FlushLog>,
     /// A look for abandoned organizations is under way.
     looking: bool,
+    /// Reads of waiting jobs to make, in the next claim of jobs.
+    reads: Vec<(Read, Lease)>,
+    /// A claim of jobs is under way.
+    reading: bool,
     /// The connection listening for wake-ups, while the dispatcher runs.
     listening: Option<Listening>,
     /// Every lease was released at shutdown: nothing more is claimed.
@@ -60,6 +65,8 @@ impl Shared {
             orphans: HashMap::new(),
             flush,
             looking: false,
+            reads: Vec::new(),
+            reading: false,
             listening: None,
             stopped: false,
         }
@@ -179,9 +186,10 @@ impl Dispatcher {
     }
 
     /// Reads (claims) the next of `org`'s waiting jobs under its lease,
-    /// when the window has room.
+    /// when the window has room: in the next claim of jobs, which reads
+    /// for every organization that asked while the last one ran.
     pub(super) fn claim_backlog(&mut self, org: OrgId, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_ref() else {
+        let Some(shared) = self.shared.as_mut() else {
             return;
         };
         let Some(lease) = shared.leases.of(org) else {
@@ -190,14 +198,71 @@ impl Dispatcher {
         let Some(read) = self.backlog.next_read(org) else {
             return;
         };
+        shared.reads.push((read, lease));
+        self.claim_jobs(ctx);
+    }
+
+    /// Claims the jobs the reads asked for, unless a claim is under way.
+    fn claim_jobs(&mut self, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        if shared.reading || shared.reads.is_empty() {
+            return;
+        }
+        shared.reading = true;
+        let reads = std::mem::take(&mut shared.reads);
+        let asked: Vec<(Lease, usize)> = reads
+            .iter()
+            .map(|(read, lease)| (*lease, read.limit))
+            .collect();
         let queue = shared.queue.clone();
-        let reading = async move { queue.claim_jobs(lease, read.limit).await };
-        ctx.spawn(reading.into_actor(self).map(move |result, act, ctx| {
-            // A lease lost meanwhile (or claimed anew): the read is not this holding's.
-            if act.shared.as_ref().and_then(|s| s.leases.of(org)) == Some(lease) {
-                act.backlog_read(read, result, ctx);
+        let claiming = async move { queue.claim_jobs(&asked).await };
+        ctx.spawn(claiming.into_actor(self).map(move |claimed, act, ctx| {
+            if let Some(shared) = act.shared.as_mut() {
+                shared.reading = false;
             }
+            act.claimed_jobs(reads, claimed, ctx);
+            act.claim_jobs(ctx);
         }));
+    }
+
+    /// The claim of jobs for `reads` answered `claimed`.
+    fn claimed_jobs(
+        &mut self,
+        reads: Vec<(Read, Lease)>,
+        claimed: Result<Vec<Job>, crate::storage::StoreError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let jobs = match claimed {
+            Ok(jobs) => jobs,
+            Err(err) => {
+                for (read, lease) in reads {
+                    if self.lease_still(lease) {
+                        self.read_failed(read, &err, ctx);
+                    }
+                }
+                return;
+            }
+        };
+        let mut by_org: HashMap<OrgId, Vec<Job>> = HashMap::new();
+        for job in jobs {
+            by_org.entry(job.organization_id).or_default().push(job);
+        }
+        for (read, lease) in reads {
+            // A lease lost meanwhile (or claimed anew): the read is not this holding's.
+            if self.lease_still(lease) {
+                let jobs = by_org.remove(&read.org).unwrap_or_default();
+                self.read_done(read, jobs, ctx);
+            }
+        }
+    }
+
+    /// Whether `lease` is still the one held on its organization.
+    fn lease_still(&self, lease: Lease) -> bool {
+        self.shared
+            .as_ref()
+            .is_some_and(|shared| shared.leases.of(lease.org) == Some(lease))
     }
 
     /// A round: leases not renewed in time are dropped, the others renewed;

@@ -192,33 +192,44 @@ impl SharedQueue {
         Ok(())
     }
 
-    /// Up to `limit` of the jobs of `lease`'s organization not yet held
-    /// under it, oldest first, now marked held; none once the lease is
-    /// another node's.
-    pub async fn claim_jobs(&self, lease: Lease, limit: usize) -> Result<Vec<Job>, StoreError> {
+    /// For each of `reads`, up to its limit of the jobs of the lease's
+    /// organization not yet held under it, now marked held: one statement
+    /// for all, oldest first per organization; none for a lease that is
+    /// another node's by now.
+    pub async fn claim_jobs(&self, reads: &[(Lease, usize)]) -> Result<Vec<Job>, StoreError> {
         let sql = format!(
-            "WITH picked AS ( \
-               SELECT delivery_id AS picked_id FROM outbox \
-                WHERE organization_id = $1 AND claim IS DISTINCT FROM $3 \
-                  AND EXISTS (SELECT 1 FROM delivery_leases \
-                               WHERE organization_id = $1 AND node = $2 AND epoch = $3) \
-                ORDER BY delivery_id LIMIT $4 FOR UPDATE SKIP LOCKED) \
-             UPDATE outbox SET claim = $3 FROM picked \
-              WHERE organization_id = $1 AND delivery_id = picked.picked_id \
+            "WITH wanted AS ( \
+               SELECT * FROM unnest($1::uuid[], $2::int8[], $3::int8[]) AS w(org, epoch, lim)), \
+             picked AS ( \
+               SELECT p.organization_id AS picked_org, p.delivery_id AS picked_id, \
+                      w.epoch AS picked_epoch \
+                 FROM wanted w \
+                 JOIN delivery_leases l \
+                   ON l.organization_id = w.org AND l.node = $4 AND l.epoch = w.epoch \
+                CROSS JOIN LATERAL ( \
+                  SELECT organization_id, delivery_id FROM outbox \
+                   WHERE organization_id = w.org AND claim IS DISTINCT FROM w.epoch \
+                   ORDER BY delivery_id LIMIT w.lim FOR UPDATE SKIP LOCKED) p) \
+             UPDATE outbox SET claim = picked.picked_epoch FROM picked \
+              WHERE organization_id = picked.picked_org AND delivery_id = picked.picked_id \
              RETURNING {}",
             rows::JOB
         );
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (leases, limits): (Vec<Lease>, Vec<i64>) = reads
+            .iter()
+            .map(|(lease, limit)| (*lease, i64::try_from(*limit).unwrap_or(i64::MAX)))
+            .unzip();
+        let (orgs, epochs) = columns(&leases);
         let rows = self
             .database
             .query(
                 "a claim of waiting jobs",
                 &sql,
-                &[&lease.org.0, &self.node, &lease.epoch, &limit],
+                &[&orgs, &epochs, &limits, &self.node],
             )
             .await?;
         let mut jobs: Vec<Job> = rows.iter().map(rows::job).collect::<Result<_, _>>()?;
-        jobs.sort_by_key(|job| job.delivery_id);
+        jobs.sort_by_key(|job| (job.organization_id, job.delivery_id));
         Ok(jobs)
     }
 
