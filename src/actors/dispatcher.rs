@@ -85,7 +85,7 @@ impl Dispatcher {
 
     /// Queues `job` now, or when it is due; on a shared queue only while
     /// this node holds the organization's lease.
-    pub(super) fn schedule(&mut self, job: Job, ctx: &mut Context<Self>) {
+    fn schedule(&mut self, job: Job, ctx: &mut Context<Self>) {
         let lease = self.lease_of(job.organization_id);
         if !self.holds(job.organization_id, lease) {
             return;
@@ -123,7 +123,7 @@ impl Dispatcher {
     }
 
     /// Starts attempts while there are free slots.
-    pub(super) fn pump(&mut self) {
+    fn pump(&mut self) {
         if self.draining || self.workers.is_empty() {
             return;
         }
