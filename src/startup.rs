@@ -21,7 +21,7 @@ use crate::actors::dispatcher::Dispatcher;
 use crate::actors::fair_queue::Limits;
 use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
-use crate::actors::messages::{AttemptFinished, Deliver, Drain, FlushLog};
+use crate::actors::messages::{AttemptFinished, Deliver, Drain};
 use crate::actors::registry::Registry;
 use crate::actors::shared::ReleaseLeases;
 use crate::commit::{Commit, CommitPath};
@@ -272,7 +272,7 @@ impl Application {
     pub async fn run_until_stopped(self) -> Result<(), StartupError> {
         self.server.await?;
         let _ = self.dispatcher.send(Drain).await;
-        let _ = self.log.send(FlushLog).await;
+        let _ = crate::actors::log::flush_all(&self.log.clone().recipient()).await;
         // Recorded first, so that the next holder does not repeat what finished here.
         let _ = self.dispatcher.send(ReleaseLeases).await;
         for worker in &self.workers {

@@ -115,7 +115,7 @@ impl Dispatcher {
 
     /// Whether this node delivers `org` under `lease`: always when no queue
     /// is shared, else while that lease is the one held.
-    fn holds(&self, org: OrgId, lease: Option<Lease>) -> bool {
+    pub(super) fn holds(&self, org: OrgId, lease: Option<Lease>) -> bool {
         match &self.shared {
             None => true,
             Some(shared) => lease.is_some() && shared.leases.of(org) == lease,
@@ -127,10 +127,26 @@ impl Dispatcher {
         if self.draining || self.workers.is_empty() {
             return;
         }
+        let now = std::time::Instant::now();
+        let mut untrusted = false;
         while let Some(job) = self.queue.start_next() {
+            // On a shared queue, not under a lease that was not renewed in time.
+            if let Some(shared) = self.shared.as_mut() {
+                if !shared.start(&job, now) {
+                    self.queue.finished(job.organization_id);
+                    untrusted = true;
+                    continue;
+                }
+            }
             let worker = &self.workers[self.next_worker % self.workers.len()];
             self.next_worker = self.next_worker.wrapping_add(1);
             worker.do_send(Deliver(job));
+        }
+        if untrusted {
+            let lost = self.shared.as_mut().map(|shared| shared.expired(now));
+            for org in lost.unwrap_or_default() {
+                self.lose(org);
+            }
         }
     }
 
@@ -326,7 +342,7 @@ impl Handler<AttemptFinished> for Dispatcher {
         let orphan = self
             .shared
             .as_mut()
-            .is_some_and(|shared| shared.orphan_finished(org));
+            .is_some_and(|shared| shared.finished(&msg.job));
         match self.record(msg.job, msg.outcome) {
             Some(retry) if !orphan => self.schedule(retry, ctx),
             None if !orphan => self.released(org, ctx),

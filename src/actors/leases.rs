@@ -82,10 +82,11 @@ impl Leases {
     }
 
     /// The claim sent at `sent` answered `got` (the others are another
-    /// node's, which was told).
-    pub fn claimed(&mut self, got: &[Lease], sent: Instant) {
+    /// node's, which was told); answers the organizations whose earlier
+    /// holding `got` replaced (see [`adopt`](Self::adopt)).
+    pub fn claimed(&mut self, got: &[Lease], sent: Instant) -> Vec<OrgId> {
         self.claiming.clear();
-        self.adopt(got, sent);
+        self.adopt(got, sent)
     }
 
     /// The claim failed: its organizations are claimed again later.
@@ -94,18 +95,30 @@ impl Leases {
         self.wanted.extend(orgs);
     }
 
-    /// `got`, claimed by a statement sent at `sent`, are held.
-    pub fn adopt(&mut self, got: &[Lease], sent: Instant) {
+    /// `got`, claimed by a statement sent at `sent`, are held. Answers the
+    /// organizations held already under another epoch (this node's earlier
+    /// holding ran out and it claimed them anew): what was held under the
+    /// old epoch must be dropped.
+    pub fn adopt(&mut self, got: &[Lease], sent: Instant) -> Vec<OrgId> {
+        let mut replaced = Vec::new();
         for lease in got {
             self.wanted.remove(&lease.org);
-            self.held.insert(
-                lease.org,
-                Held {
-                    epoch: lease.epoch,
-                    until: sent + self.trusted,
-                },
-            );
+            let held = Held {
+                epoch: lease.epoch,
+                until: sent + self.trusted,
+            };
+            if let Some(old) = self.held.insert(lease.org, held) {
+                if old.epoch != lease.epoch {
+                    replaced.push(lease.org);
+                }
+            }
         }
+        replaced
+    }
+
+    /// Whether the lease on `org` is held and still trusted at `now`.
+    pub fn trusted(&self, org: OrgId, now: Instant) -> bool {
+        self.held.get(&org).is_some_and(|held| held.until > now)
     }
 
     /// The leases to renew now, unless a renewal is under way.
@@ -259,6 +272,19 @@ mod tests {
         let gone = leases.renewed(&asked, &[], now);
         assert_eq!(gone, [lost]);
         assert_eq!(leases.of(anew), Some(lease(anew, 2)));
+    }
+
+    #[test]
+    fn a_lease_claimed_anew_under_another_epoch_replaces_the_old_holding() {
+        let org = OrgId::generate();
+        let mut leases = Leases::new(LEASE, MARGIN);
+        let now = Instant::now();
+        assert!(leases.adopt(&[lease(org, 1)], now).is_empty());
+        assert!(leases.adopt(&[lease(org, 1)], now).is_empty());
+        assert_eq!(leases.adopt(&[lease(org, 2)], now), [org]);
+        assert_eq!(leases.of(org), Some(lease(org, 2)));
+        assert!(leases.trusted(org, now));
+        assert!(!leases.trusted(org, now + LEASE));
     }
 
     #[test]

@@ -297,6 +297,14 @@ impl Handler<Touched> for LogActor {
     }
 }
 
+/// Writes everything `log` holds. A flush answers once its first batch is
+/// written, and sets the rest going before the actor handles anything else;
+/// so a second flush answers once those are written too.
+pub async fn flush_all(log: &Recipient<FlushLog>) -> Result<(), actix::MailboxError> {
+    log.send(FlushLog).await?;
+    log.send(FlushLog).await
+}
+
 impl Handler<FlushLog> for LogActor {
     type Result = AtomicResponse<Self, ()>;
 

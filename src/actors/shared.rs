@@ -24,7 +24,7 @@ use crate::actors::dispatcher::Dispatcher;
 use crate::actors::leases::Leases;
 use crate::actors::messages::FlushLog;
 use crate::domain::delivery::Job;
-use crate::ids::OrgId;
+use crate::ids::{DeliveryId, OrgId};
 use crate::storage::postgres::{Lease, Listening, SharedQueue, Wakeup};
 
 /// Organizations claimed at most per look for abandoned ones (more are
@@ -39,8 +39,11 @@ pub struct Shared {
     queue: SharedQueue,
     /// The leases this node holds, wants and gives up.
     pub(super) leases: Leases,
-    /// Attempts in flight of organizations whose lease was lost.
-    orphans: HashMap<OrgId, usize>,
+    /// The lease each attempt in flight started under: one that finishes
+    /// under a lease no longer held is an orphan, recorded and nothing more.
+    in_flight: HashMap<DeliveryId, Lease>,
+    /// Claims and looks under way (shutdown waits for them).
+    pending: usize,
     /// Makes recorded outcomes durable before a lease is given up.
     flush: Recipient<FlushLog>,
     /// A look for abandoned organizations is under way.
@@ -62,7 +65,8 @@ impl Shared {
         Shared {
             leases: Leases::new(lease, round(lease)),
             queue,
-            orphans: HashMap::new(),
+            in_flight: HashMap::new(),
+            pending: 0,
             flush,
             looking: false,
             reads: Vec::new(),
@@ -72,16 +76,29 @@ impl Shared {
         }
     }
 
-    /// An attempt of `org` ended: whether it was one of a lost lease.
-    pub fn orphan_finished(&mut self, org: OrgId) -> bool {
-        let Some(left) = self.orphans.get_mut(&org) else {
+    /// `job` is about to start at `now`: refused when its lease is no
+    /// longer trusted (not renewed in time), else noted in flight.
+    pub fn start(&mut self, job: &Job, now: Instant) -> bool {
+        let org = job.organization_id;
+        if !self.leases.trusted(org, now) {
             return false;
-        };
-        *left -= 1;
-        if *left == 0 {
-            self.orphans.remove(&org);
+        }
+        if let Some(lease) = self.leases.of(org) {
+            self.in_flight.insert(job.delivery_id, lease);
         }
         true
+    }
+
+    /// An attempt of `job` ended: whether it started under a lease no
+    /// longer held (an orphan).
+    pub fn finished(&mut self, job: &Job) -> bool {
+        let started = self.in_flight.remove(&job.delivery_id);
+        matches!(started, Some(lease) if self.leases.of(job.organization_id) != Some(lease))
+    }
+
+    /// Leases no longer trusted at `now`: given up.
+    pub fn expired(&mut self, now: Instant) -> Vec<OrgId> {
+        self.leases.expired(now)
     }
 }
 
@@ -153,19 +170,24 @@ impl Dispatcher {
         let Some(shared) = self.shared.as_mut() else {
             return;
         };
+        if shared.stopped || self.draining {
+            return;
+        }
         let Some(orgs) = shared.leases.take_claims() else {
             return;
         };
+        shared.pending += 1;
         let (queue, sent) = (shared.queue.clone(), Instant::now());
         let claiming = async move { queue.claim(&orgs).await };
         ctx.spawn(claiming.into_actor(self).map(move |claimed, act, ctx| {
             let Some(shared) = act.shared.as_mut() else {
                 return;
             };
+            shared.pending -= 1;
             match claimed {
                 Ok(got) => {
-                    shared.leases.claimed(&got, sent);
-                    act.adopted(&got, ctx);
+                    let replaced = shared.leases.claimed(&got, sent);
+                    act.adopted(&got, replaced, ctx);
                     act.claim(ctx);
                 }
                 Err(err) => {
@@ -177,8 +199,13 @@ impl Dispatcher {
         }));
     }
 
-    /// Leases just claimed: their organizations' waiting jobs are read.
-    fn adopted(&mut self, got: &[Lease], ctx: &mut Context<Self>) {
+    /// Leases just claimed: their organizations' waiting jobs are read;
+    /// what was held under an older epoch of this node's (`replaced`) is
+    /// dropped first, since the new holding reads it again.
+    fn adopted(&mut self, got: &[Lease], replaced: Vec<OrgId>, ctx: &mut Context<Self>) {
+        for org in replaced {
+            self.lose(org);
+        }
         for lease in got {
             self.backlog.more_on_disk(lease.org);
             self.read_backlog(lease.org, ctx);
@@ -238,7 +265,7 @@ impl Dispatcher {
             Ok(jobs) => jobs,
             Err(err) => {
                 for (read, lease) in reads {
-                    if self.lease_still(lease) {
+                    if self.holds(lease.org, Some(lease)) {
                         self.read_failed(read, &err, ctx);
                     }
                 }
@@ -251,18 +278,11 @@ impl Dispatcher {
         }
         for (read, lease) in reads {
             // A lease lost meanwhile (or claimed anew): the read is not this holding's.
-            if self.lease_still(lease) {
+            if self.holds(lease.org, Some(lease)) {
                 let jobs = by_org.remove(&read.org).unwrap_or_default();
                 self.read_done(read, jobs, ctx);
             }
         }
-    }
-
-    /// Whether `lease` is still the one held on its organization.
-    fn lease_still(&self, lease: Lease) -> bool {
-        self.shared
-            .as_ref()
-            .is_some_and(|shared| shared.leases.of(lease.org) == Some(lease))
     }
 
     /// A round: leases not renewed in time are dropped, the others renewed;
@@ -289,15 +309,10 @@ impl Dispatcher {
     /// `org`'s lease is no longer this node's: its held jobs are dropped
     /// (they wait in the outbox for the next holder); attempts in flight
     /// finish and are recorded.
-    fn lose(&mut self, org: OrgId) {
+    pub(super) fn lose(&mut self, org: OrgId) {
         let dropped = self.queue.drop_org(org).len();
         self.backlog.forget(org);
         let in_flight = self.queue.in_flight_of(org);
-        if let Some(shared) = self.shared.as_mut() {
-            if in_flight > 0 {
-                *shared.orphans.entry(org).or_default() += in_flight;
-            }
-        }
         tracing::warn!(
             organization_id = %org, dropped, in_flight,
             "this node's delivery lease ran out; another node takes the organization's deliveries over"
@@ -352,7 +367,9 @@ impl Dispatcher {
             .all()
             .into_iter()
             .map(|lease| lease.org)
-            .filter(|org| backlog.idle(*org) && !shared.orphans.contains_key(org))
+            .filter(|org| {
+                backlog.idle(*org) && !shared.in_flight.values().any(|lease| lease.org == *org)
+            })
             .collect();
         if idle.is_empty() {
             return;
@@ -360,7 +377,7 @@ impl Dispatcher {
         let leases = shared.leases.release(idle);
         let (queue, flush) = (shared.queue.clone(), shared.flush.clone());
         let releasing = async move {
-            let released = match flush.send(FlushLog).await {
+            let released = match crate::actors::log::flush_all(&flush).await {
                 Ok(()) => queue.release(&leases).await,
                 // No log actor: nothing is released, the leases run out.
                 Err(_) => Ok(()),
@@ -392,6 +409,7 @@ impl Dispatcher {
             return;
         }
         shared.looking = true;
+        shared.pending += 1;
         let (queue, sent) = (shared.queue.clone(), Instant::now());
         let looking = async move { queue.claim_abandoned(ABANDONED_PER_LOOK).await };
         ctx.spawn(looking.into_actor(self).map(move |found, act, ctx| {
@@ -399,6 +417,7 @@ impl Dispatcher {
                 return;
             };
             shared.looking = false;
+            shared.pending -= 1;
             match found {
                 Ok(got) => {
                     if !got.is_empty() {
@@ -407,8 +426,8 @@ impl Dispatcher {
                             "took over deliveries no node was making"
                         );
                     }
-                    shared.leases.adopt(&got, sent);
-                    act.adopted(&got, ctx);
+                    let replaced = shared.leases.adopt(&got, sent);
+                    act.adopted(&got, replaced, ctx);
                     if got.len() == ABANDONED_PER_LOOK {
                         act.look_for_abandoned(ctx);
                     }
@@ -434,38 +453,56 @@ impl Handler<Wake> for Dispatcher {
 }
 
 impl Handler<ReleaseLeases> for Dispatcher {
-    type Result = ResponseActFuture<Self, ()>;
+    type Result = ResponseFuture<()>;
 
-    fn handle(&mut self, _: ReleaseLeases, _: &mut Self::Context) -> Self::Result {
-        let Some(shared) = self.shared.as_mut() else {
-            return Box::pin(fut::ready(()));
+    /// Claims still under way finish first, so that none lands after the
+    /// release; then every lease of this node's goes.
+    fn handle(&mut self, _: ReleaseLeases, ctx: &mut Self::Context) -> Self::Result {
+        let (done, released) = tokio::sync::oneshot::channel();
+        if let Some(shared) = self.shared.as_mut() {
+            shared.stopped = true;
+            shared.listening = None;
+            let held = shared.leases.all();
+            shared.leases.release(held.iter().map(|lease| lease.org));
+        }
+        self.release_when_quiet(done, ctx);
+        Box::pin(async move {
+            let _ = released.await;
+        })
+    }
+}
+
+impl Dispatcher {
+    /// Releases every lease of this node's once no claim is under way.
+    fn release_when_quiet(
+        &mut self,
+        done: tokio::sync::oneshot::Sender<()>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(shared) = self.shared.as_ref() else {
+            let _ = done.send(());
+            return;
         };
-        shared.stopped = true;
-        shared.listening = None;
-        let held = shared.leases.all();
-        let leases = shared.leases.release(held.iter().map(|lease| lease.org));
+        if shared.pending > 0 {
+            ctx.run_later(SHORTEST_ROUND, move |act, ctx| {
+                act.release_when_quiet(done, ctx)
+            });
+            return;
+        }
         let queue = shared.queue.clone();
-        Box::pin(
-            async move {
-                let released = queue.release(&leases).await;
-                (leases, released)
+        let releasing = async move { queue.release_all().await };
+        ctx.spawn(releasing.into_actor(self).map(move |released, _, _| {
+            match released {
+                Ok(count) => tracing::info!(
+                    organizations = count,
+                    "released this node's delivery leases"
+                ),
+                Err(err) => tracing::warn!(
+                    error = %crate::telemetry::cause_chain(&err),
+                    "releasing this node's delivery leases failed; other nodes take them over when they run out"
+                ),
             }
-            .into_actor(self)
-            .map(|(leases, released), act, _| {
-                match released {
-                    Ok(()) => tracing::info!(
-                        organizations = leases.len(),
-                        "released this node's delivery leases"
-                    ),
-                    Err(err) => tracing::warn!(
-                        error = %crate::telemetry::cause_chain(&err),
-                        "releasing this node's delivery leases failed; other nodes take them over when they run out"
-                    ),
-                }
-                if let Some(shared) = act.shared.as_mut() {
-                    shared.leases.released(&leases);
-                }
-            }),
-        )
+            let _ = done.send(());
+        }));
     }
 }

@@ -861,11 +861,15 @@ async fn a_node_stopped_with_sigterm_hands_its_deliveries_over_at_once() {
         &databases,
         &[
             ("ROLECALL_WEBHOOKS__LEASE_MS", "60000"),
+            ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
             ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "2"),
+            ("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "3000"),
         ],
     )
     .await;
     let Pair { mut a, b, .. } = pair;
+    // The first attempt fails: its retry is due 3 s later, after A stopped.
+    receiver.script(vec![Behavior::status(500)]);
     receiver.set(Behavior::slow(Duration::from_millis(200)));
     let titles = (0..40).map(|i| format!("task {i}")).collect();
     let created: std::collections::BTreeSet<String> = tasks_on(&a, &org, &owner, titles)
@@ -877,7 +881,9 @@ async fn a_node_stopped_with_sigterm_hands_its_deliveries_over_at_once() {
     let stopped = std::time::Instant::now();
     let received = eventually(Duration::from_secs(20), "every event delivered", || {
         let received = receiver.received();
-        let done = task_ids(&received) == created;
+        let first = received.get(1).map(|r| r.header("x-service-delivery"));
+        let retried = first.is_some_and(|id| attempts_at(&received, &id).len() == 2);
+        let done = retried && task_ids(&received) == created;
         async move { done.then_some(received) }
     })
     .await;
@@ -888,14 +894,23 @@ async fn a_node_stopped_with_sigterm_hands_its_deliveries_over_at_once() {
         after[0].at - stopped < Duration::from_secs(5),
         "B started within seconds of the release, not after the minute's lease"
     );
+    // The retry, made by B, is due 3 s after the first attempt ended on A.
+    let failed = received[1].header("x-service-delivery");
+    let attempts = attempts_at(&received, &failed);
+    assert!(attempts[1] > stopped, "B made the retry");
+    let gap = attempts[1] - attempts[0];
+    assert!(
+        gap >= Duration::from_millis(2900) && gap < Duration::from_millis(4500),
+        "the retry came {gap:?} after the first attempt, not 3 s"
+    );
     let distinct: std::collections::BTreeSet<String> = received
         .iter()
         .map(|r| r.header("x-service-delivery"))
         .collect();
     assert_eq!(
         distinct.len(),
-        received.len(),
-        "nothing delivered twice: A released only after recording what it finished"
+        received.len() - 1,
+        "nothing but the retry delivered twice: A released only after recording what it finished"
     );
     drop(b);
 }

@@ -97,7 +97,7 @@ impl SharedQueue {
                       until = now() + $3::int8 * interval '1 millisecond' \
                  FROM wanted w \
                 WHERE l.organization_id = w.id \
-                  AND (l.node IS NULL OR l.node = $2 OR l.until <= now()) \
+                  AND (l.node IS NULL OR l.until <= now()) \
                RETURNING l.organization_id, l.epoch), \
              told AS ( \
                SELECT pg_notify('rolecall_deliveries_' || replace(l.node::text, '-', ''), \
@@ -165,6 +165,31 @@ impl SharedQueue {
             .map(|row| row.try_get("organization_id").map(OrgId))
             .collect::<Result<_, _>>()
             .map_err(StoreError::codec)
+    }
+
+    /// Gives up every lease this node holds (at shutdown), telling every
+    /// node which of them have jobs waiting.
+    pub async fn release_all(&self) -> Result<usize, StoreError> {
+        const SQL: &str = "WITH released AS ( \
+               UPDATE delivery_leases SET node = NULL, until = '-infinity' WHERE node = $1 \
+               RETURNING organization_id), \
+             told AS ( \
+               SELECT pg_notify($2, r.organization_id::text) FROM released r \
+                WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.organization_id = r.organization_id)) \
+             SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM told)";
+        let rows = self
+            .database
+            .query(
+                "a release of this node's delivery leases",
+                SQL,
+                &[&self.node, &RELEASED_CHANNEL],
+            )
+            .await?;
+        let released: i64 = match rows.first() {
+            Some(row) => row.try_get(0).map_err(StoreError::codec)?,
+            None => 0,
+        };
+        Ok(usize::try_from(released).unwrap_or(0))
     }
 
     /// Gives up `held`, telling every node which of them have jobs waiting.

@@ -20,9 +20,9 @@ CREATE TABLE delivery_leases (
 );
 
 -- Every organization has a lease row, so that a node looking for
--- deliveries nobody makes needs only this table and the outbox.
-INSERT INTO delivery_leases (organization_id) SELECT id FROM organizations;
-
+-- deliveries nobody makes needs only this table and the outbox. The
+-- trigger comes first: it locks out inserts until this step commits, so
+-- the rows filled in next miss no organization a running node creates.
 CREATE FUNCTION organizations_delivery_lease() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO delivery_leases (organization_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
@@ -31,5 +31,6 @@ END
 $$;
 CREATE TRIGGER organizations_delivery_lease AFTER INSERT ON organizations
     FOR EACH ROW EXECUTE FUNCTION organizations_delivery_lease();
+INSERT INTO delivery_leases (organization_id) SELECT id FROM organizations ON CONFLICT DO NOTHING;
 
 ALTER TABLE outbox ADD COLUMN claim bigint;
