@@ -692,6 +692,27 @@ fn task_ids(received: &[crate::receiver::Received]) -> std::collections::BTreeSe
         .collect()
 }
 
+/// SIGKILLs whichever of `nodes` holds `org_id`'s delivery lease: the
+/// survivor, the killed node's id and when it died.
+async fn kill_the_holder(
+    nodes: [Running; 2],
+    outputs: &[CapturedOutput; 2],
+    url: &str,
+    org_id: &str,
+) -> (Running, String, std::time::Instant) {
+    let ids = [node_id(&outputs[0]).await, node_id(&outputs[1]).await];
+    let holder = lease_holder(url, org_id);
+    assert!(
+        ids.contains(&holder),
+        "a node holds the organization's lease"
+    );
+    let [a, b] = nodes;
+    let (mut killed, survivor) = if holder == ids[0] { (a, b) } else { (b, a) };
+    killed.server.child.kill().expect("SIGKILL");
+    killed.server.child.wait().expect("reaped");
+    (survivor, holder, std::time::Instant::now())
+}
+
 #[actix_web::test]
 async fn a_killed_nodes_deliveries_are_taken_over_with_the_same_id_body_and_attempt() {
     use crate::receiver::Behavior;
@@ -726,16 +747,7 @@ async fn a_killed_nodes_deliveries_are_taken_over_with_the_same_id_body_and_atte
     assert_eq!(created.len(), 150);
     receiver.wait_for(40, Duration::from_secs(20)).await;
     // The holder is killed (A, unless its lease ran out under load and B took it).
-    let ids = [node_id(&outputs[0]).await, node_id(&outputs[1]).await];
-    let holder = lease_holder(&url, &org_id);
-    let (mut killed_node, survivor) = if holder == ids[0] { (a, b) } else { (b, a) };
-    assert!(
-        ids.contains(&holder),
-        "a node holds the organization's lease"
-    );
-    killed_node.server.child.kill().expect("SIGKILL");
-    killed_node.server.child.wait().expect("reaped");
-    let killed = std::time::Instant::now();
+    let (survivor, holder, killed) = kill_the_holder([a, b], &outputs, &url, &org_id).await;
 
     // B takes over once A's lease runs out: every event is delivered.
     let log = eventually(Duration::from_secs(40), "every event delivered", || {
@@ -913,4 +925,65 @@ async fn a_node_stopped_with_sigterm_hands_its_deliveries_over_at_once() {
         "nothing but the retry delivered twice: A released only after recording what it finished"
     );
     drop(b);
+}
+
+#[actix_web::test]
+async fn one_organizations_deliveries_start_in_commit_order_across_a_take_over() {
+    use crate::receiver::Behavior;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::fifo_take_over") else {
+        return;
+    };
+    let (pair, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "3000"),
+            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "1"),
+        ],
+    )
+    .await;
+    let Pair {
+        a, b, outputs, url, ..
+    } = pair;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    receiver.set(Behavior::slow(Duration::from_millis(100)));
+    // 20 events on A, then 20 on B, one at a time: the numbers are the commit order.
+    for i in 0..40 {
+        let node = if i < 20 { &a } else { &b };
+        node.post(
+            &format!("{org}/tasks"),
+            &owner,
+            json!({"title": format!("task {i}")}),
+        )
+        .await
+        .expect(201);
+    }
+    receiver.wait_for(10, Duration::from_secs(20)).await;
+    let (_survivor, _, killed) = kill_the_holder([a, b], &outputs, &url, &org_id).await;
+
+    let received = eventually(Duration::from_secs(30), "every event received", || {
+        let received = receiver.received();
+        async move { (task_ids(&received).len() == 40).then_some(received) }
+    })
+    .await;
+    assert!(
+        received.iter().any(|r| r.at > killed),
+        "deliveries went on after the kill"
+    );
+    // Each delivery's first arrival, in the order they came: the commit order,
+    // although the node that started them changed half-way.
+    let mut seen = std::collections::BTreeSet::new();
+    let started: Vec<String> = received
+        .iter()
+        .filter(|r| r.json()["data"]["id"].is_string())
+        .filter(|r| seen.insert(r.header("x-service-delivery")))
+        .map(|r| {
+            r.json()["data"]["title"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    let expected: Vec<String> = (0..40).map(|i| format!("task {i}")).collect();
+    assert_eq!(started, expected, "first attempts start in commit order");
 }

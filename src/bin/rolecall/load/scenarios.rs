@@ -111,16 +111,17 @@ where
     F: Fn(Rc<Target>, usize) -> Fut + Send + Clone + 'static,
     Fut: std::future::Future<Output = R> + 'static,
 {
-    let (base, admin) = target.address();
+    let (base, admin, routes) = target.address();
     let concurrency = concurrency.max(1);
     let threads = threads.clamp(1, concurrency);
     let handles: Vec<_> = (0..threads)
         .map(|i| {
             let share = concurrency / threads + usize::from(i < concurrency % threads);
-            let (base, admin, work) = (base.clone(), admin.clone(), work.clone());
+            let (base, admin, routes, work) =
+                (base.clone(), admin.clone(), routes.clone(), work.clone());
             std::thread::spawn(move || {
                 actix_web::rt::System::new().block_on(async move {
-                    let target = Rc::new(Target::spread(base, admin, share));
+                    let target = Rc::new(Target::spread(base, admin, routes, share));
                     work(target, share).await
                 })
             })

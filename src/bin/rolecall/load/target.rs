@@ -15,9 +15,16 @@ pub struct Target {
     /// turn request by request.
     bases: Vec<String>,
     next: std::cell::Cell<usize>,
+    /// With `--route organization`: the node each organization's requests go
+    /// to (its index in `bases`), as a load balancer routing on the path would.
+    routes: Routes,
     admin: String,
     client: awc::Client,
 }
+
+/// Organization id → node index. Requests of organizations not in it (and
+/// those naming none) take the nodes in turn.
+pub type Routes = std::collections::HashMap<String, usize>;
 
 /// What setup created.
 #[derive(Clone, Debug)]
@@ -35,11 +42,11 @@ pub struct Fixture {
 impl Target {
     /// A client for `base` with room for `concurrency` connections.
     pub fn new(base: String, admin: String, concurrency: usize) -> Self {
-        Target::spread(vec![base], admin, concurrency)
+        Target::spread(vec![base], admin, Routes::new(), concurrency)
     }
 
-    /// A client spreading its requests over `bases` in turn.
-    pub fn spread(bases: Vec<String>, admin: String, concurrency: usize) -> Self {
+    /// A client spreading its requests over `bases`: by `routes`, else in turn.
+    pub fn spread(bases: Vec<String>, admin: String, routes: Routes, concurrency: usize) -> Self {
         let connector = awc::Connector::new()
             .limit(concurrency + 16)
             .timeout(Duration::from_secs(10));
@@ -50,20 +57,39 @@ impl Target {
         Target {
             bases,
             next: std::cell::Cell::new(0),
+            routes,
             admin,
             client,
         }
     }
 
-    /// The base URLs and admin token, to build a client on another thread.
-    pub fn address(&self) -> (Vec<String>, String) {
-        (self.bases.clone(), self.admin.clone())
+    /// The base URLs, admin token and routes, to build a client on another thread.
+    pub fn address(&self) -> (Vec<String>, String, Routes) {
+        (self.bases.clone(), self.admin.clone(), self.routes.clone())
     }
 
-    /// The base URL of the next request.
-    fn base(&self) -> &str {
-        let i = self.next.get();
-        self.next.set(i.wrapping_add(1));
+    /// Sends each of `orgs`' requests to one node from now on, the
+    /// organizations dealt to the nodes in turn.
+    pub fn route_by_organization(&mut self, orgs: &[String]) {
+        let nodes = self.bases.len().max(1);
+        self.routes = orgs
+            .iter()
+            .enumerate()
+            .map(|(i, org)| (org.clone(), i % nodes))
+            .collect();
+    }
+
+    /// The base URL of a request to `path`.
+    fn base(&self, path: &str) -> &str {
+        let routed = path
+            .strip_prefix("/organizations/")
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|org| self.routes.get(org));
+        let i = routed.copied().unwrap_or_else(|| {
+            let i = self.next.get();
+            self.next.set(i.wrapping_add(1));
+            i
+        });
         self.bases
             .get(i % self.bases.len().max(1))
             .map_or("", String::as_str)
@@ -95,7 +121,7 @@ impl Target {
         let started = Instant::now();
         let request = self
             .client
-            .request(method, format!("{}{path}", self.base()))
+            .request(method, format!("{}{path}", self.base(path)))
             .insert_header(("Authorization", format!("Bearer {token}")));
         let sent = match body {
             Some(body) => request.send_json(body).await,
