@@ -198,7 +198,11 @@ impl Application {
             metrics_token_sha256: Some(config.metrics.token.digest())
                 .filter(|_| !config.metrics.token.expose().is_empty()),
         });
-        let document = web::Data::new(openapi::document());
+        let document = openapi::document();
+        let event_types = web::Data::new(crate::http::schema::events::catalog(
+            document.components.as_ref().unwrap_or(&Default::default()),
+        ));
+        let document = web::Data::new(document);
 
         let listener = TcpListener::bind(&config.server.listen)?;
         let address = listener.local_addr()?;
@@ -206,6 +210,7 @@ impl Application {
             App::new()
                 .app_data(context.clone())
                 .app_data(document.clone())
+                .app_data(event_types.clone())
                 .wrap(ErrorHandlers::new().default_handler(ensure_problem_body))
                 .wrap(from_fn(observe))
                 .into_utoipa_app()

@@ -10,11 +10,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use actix_web::web::Bytes;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::domain::delivery::{envelope, AttemptOutcome, LogRecord};
 use crate::domain::error::ApiError;
 use crate::domain::event::{Event, EventKind};
+use crate::domain::representation::representation;
 use crate::domain::webhook::{EventSet, PassedTest};
 use crate::ids::{DeliveryId, OrgId, TestId};
 use crate::secrets::Secret;
@@ -82,6 +83,19 @@ impl PendingTests {
     }
 }
 
+/// The `data` of `test.preflight`: what the test would save.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct PreflightData {
+    /// The organization.
+    pub organization_id: OrgId,
+    /// The URL tested.
+    pub url: String,
+    /// The event ids that would be subscribed, in the seed's order.
+    pub events: Vec<String>,
+    /// Pass to `PUT …/webhook` as `test_id` to save this endpoint.
+    pub test_id: TestId,
+}
+
 /// Sends the `test.preflight` envelope to `url` once, synchronously, signed
 /// with `secret`; gives the outcome and the attempt's delivery-log record.
 pub async fn send_preflight(
@@ -95,7 +109,12 @@ pub async fn send_preflight(
     let event = Event {
         kind: EventKind::TestPreflight,
         occurred_at: Timestamp::now(),
-        data: json!({"organization_id": org, "url": url.as_str(), "events": events.ids(), "test_id": test_id}),
+        data: representation(&PreflightData {
+            organization_id: org,
+            url: url.as_str().to_owned(),
+            events: events.ids().into_iter().map(str::to_owned).collect(),
+            test_id,
+        })?,
     };
     let body = envelope(&event)?;
     let delivery_id = DeliveryId::generate();

@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod engines;
+mod event_schemas;
 mod helpers;
 mod pki;
 mod receiver;
@@ -18,6 +19,7 @@ mod bad_input;
 mod cluster;
 mod dashboard_browser;
 mod disk_full;
+mod event_types;
 mod fuzz_regressions;
 mod https;
 mod isolation;

@@ -21,6 +21,7 @@ const CONTRACT_ROUTES: &[(&str, &str)] = &[
     ("PATCH", "/admin/organizations/{org_id}"),
     ("GET", "/me"),
     ("GET", "/permissions"),
+    ("GET", "/event-types"),
     ("GET", "/organizations/{org_id}"),
     ("PATCH", "/organizations/{org_id}"),
     ("GET", "/organizations/{org_id}/roles"),

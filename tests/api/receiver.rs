@@ -78,6 +78,8 @@ impl Received {
 #[derive(Default)]
 struct State {
     received: Vec<Received>,
+    /// Envelopes that did not validate against their published schema.
+    invalid: Vec<String>,
     /// Answers for the next requests, then `default`.
     script: VecDeque<Behavior>,
     default: Option<Behavior>,
@@ -99,8 +101,10 @@ async fn handle(
     body: Bytes,
     state: web::Data<Arc<Mutex<State>>>,
 ) -> HttpResponse {
+    let invalid = crate::event_schemas::check_envelope(&body);
     let behavior = {
         let mut state = state.lock().unwrap();
+        state.invalid.extend(invalid);
         state.received.push(Received {
             path: req.path().to_owned(),
             headers: req
@@ -203,9 +207,16 @@ impl TestReceiver {
         self.state.lock().unwrap().most_answering
     }
 
-    /// Everything received so far.
+    /// Everything received so far; panics if an envelope did not validate
+    /// against its event's published schema.
     pub fn received(&self) -> Vec<Received> {
-        self.state.lock().unwrap().received.clone()
+        let state = self.state.lock().unwrap();
+        assert!(
+            state.invalid.is_empty(),
+            "deliveries that break their event's schema: {:#?}",
+            state.invalid
+        );
+        state.received.clone()
     }
 
     /// Waits until at least `n` requests arrived (or panics after `timeout`).

@@ -130,9 +130,16 @@ pub fn violation_data(
     analysis: &Analysis,
     finding: &Finding,
 ) -> Result<serde_json::Value, ApiError> {
-    let mut data = representation(analysis)?;
-    if let Some(object) = data.as_object_mut() {
-        object.insert("finding".into(), representation(finding)?);
-    }
-    Ok(data)
+    representation(&Violation { analysis, finding })
+}
+
+/// The `data` of `pr.violation_detected`: the analysis as the REST API
+/// returns it, and the finding that conflicts with an accepted decision.
+#[derive(Serialize)]
+pub struct Violation<'a> {
+    /// The analysis.
+    #[serde(flatten)]
+    pub analysis: &'a Analysis,
+    /// The finding.
+    pub finding: &'a Finding,
 }

@@ -6,6 +6,7 @@ pub mod analyses;
 pub mod audit;
 pub mod capsules;
 pub mod decisions;
+pub mod event_types;
 pub mod fallback;
 pub mod health;
 pub mod imports;
@@ -30,6 +31,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
     openapi::configure(cfg);
     admin::configure(cfg);
     me::configure(cfg);
+    event_types::configure(cfg);
     metrics::configure(cfg);
     cfg.service(utoipa_actix_web::scope("/organizations/{org_id}").configure(organization_routes));
 }

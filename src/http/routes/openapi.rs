@@ -29,6 +29,10 @@ pub fn document() -> OpenApi {
         "bearer",
         SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
     );
+    crate::http::schema::events::register(components);
+    api.extensions
+        .get_or_insert_with(Default::default)
+        .insert("webhooks".into(), crate::http::schema::events::webhooks());
     for item in api.paths.paths.values_mut() {
         for operation in [
             &mut item.get,

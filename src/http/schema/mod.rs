@@ -4,6 +4,7 @@
 //! bodies ([`bodies`]), which say exactly what the server accepts.
 
 pub mod bodies;
+pub mod events;
 pub mod fields;
 
 use std::borrow::Cow;
