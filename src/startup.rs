@@ -194,6 +194,7 @@ impl Application {
             log: log.clone().recipient(),
             queue_depth: dispatcher.clone().recipient(),
             metrics,
+            log_retention: config.webhooks.log_retention,
             admin_token_sha256,
             metrics_token_sha256: Some(config.metrics.token.digest())
                 .filter(|_| !config.metrics.token.expose().is_empty()),

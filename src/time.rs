@@ -66,6 +66,90 @@ impl Timestamp {
     }
 }
 
+impl Timestamp {
+    /// Parses any RFC 3339 date-time a client may send: fractional seconds
+    /// of any length (kept to the millisecond) or none, and `Z` or a numeric
+    /// offset. `None` for anything else, impossible dates included.
+    pub fn parse_client(text: &str) -> Option<Self> {
+        let (date_time, offset_minutes) = split_offset(text)?;
+        let (date, time) = date_time
+            .split_once('T')
+            .or_else(|| date_time.split_once('t'))?;
+        let field = |part: &str, len: usize| -> Option<i64> {
+            (part.len() == len && part.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| part.parse::<i64>().ok())?
+        };
+        let mut ymd = date.split('-');
+        let (year, month, day) = (
+            field(ymd.next()?, 4)?,
+            field(ymd.next()?, 2)?,
+            field(ymd.next()?, 2)?,
+        );
+        let (clock, fraction) = match time.split_once('.') {
+            Some((clock, fraction)) => (clock, Some(fraction)),
+            None => (time, None),
+        };
+        let mut hms = clock.split(':');
+        let (hour, minute, second) = (
+            field(hms.next()?, 2)?,
+            field(hms.next()?, 2)?,
+            field(hms.next()?, 2)?,
+        );
+        if ymd.next().is_some() || hms.next().is_some() {
+            return None;
+        }
+        let millis = match fraction {
+            None => 0,
+            Some(f) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => {
+                let kept: String = f.chars().chain("00".chars()).take(3).collect();
+                kept.parse::<i64>().ok()?
+            }
+            Some(_) => return None,
+        };
+        if !(1..=12).contains(&month)
+            || day < 1
+            || day > days_in_month(year, month)
+            || hour > 23
+            || minute > 59
+            || second > 59
+        {
+            return None;
+        }
+        let days = days_from_civil(year, month, day);
+        let local = (days * 86_400 + hour * 3600 + minute * 60 + second) * 1000 + millis;
+        Some(Self(local - offset_minutes * 60_000))
+    }
+}
+
+/// `text` without its offset, and the offset in minutes east of UTC.
+fn split_offset(text: &str) -> Option<(&str, i64)> {
+    if let Some(rest) = text.strip_suffix('Z').or_else(|| text.strip_suffix('z')) {
+        return Some((rest, 0));
+    }
+    let at = text.len().checked_sub(6)?;
+    let (rest, offset) = (text.get(..at)?, text.get(at..)?);
+    let sign = match offset.as_bytes() {
+        [b'+', _, _, b':', _, _] => 1,
+        [b'-', _, _, b':', _, _] => -1,
+        _ => return None,
+    };
+    let hours: i64 = offset.get(1..3)?.parse().ok()?;
+    let minutes: i64 = offset.get(4..6)?.parse().ok()?;
+    if hours > 23 || minutes > 59 || !offset[1..3].bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((rest, sign * (hours * 60 + minutes)))
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
 fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
@@ -138,5 +222,45 @@ mod tests {
         }
         assert_eq!(Timestamp::parse_rfc3339("2026-13-01T00:00:00.000Z"), None);
         assert_eq!(Timestamp::parse_rfc3339("2026-11-22 10:00:00.000Z"), None);
+    }
+
+    #[test]
+    fn clients_may_send_any_rfc3339_date_time() {
+        let at = Some(Timestamp(1_795_341_600_000));
+        for text in [
+            "2026-11-22T10:00:00Z",
+            "2026-11-22T10:00:00.000Z",
+            "2026-11-22T10:00:00.0004z",
+            "2026-11-22t11:30:00+01:30",
+            "2026-11-22T05:00:00-05:00",
+        ] {
+            assert_eq!(Timestamp::parse_client(text), at, "{text}");
+        }
+        assert_eq!(
+            Timestamp::parse_client("2026-11-22T10:00:00.12Z"),
+            Some(Timestamp(1_795_341_600_120))
+        );
+        for text in [
+            "",
+            "yesterday",
+            "2026-11-22",
+            "2026-11-22T10:00:00",
+            "2026-11-22 10:00:00Z",
+            "2026-02-29T10:00:00Z",
+            "2026-11-31T10:00:00Z",
+            "2026-11-22T24:00:00Z",
+            "2026-11-22T10:00:60Z",
+            "2026-11-22T10:00:00.Z",
+            "2026-11-22T10:00:00+1:00",
+            "2026-11-22T10:00:00+01:00:00",
+            "+2026-11-22T10:00:00Z",
+            "2026-11-22T10:00:00Z ",
+        ] {
+            assert_eq!(Timestamp::parse_client(text), None, "{text}");
+        }
+        assert_eq!(
+            Timestamp::parse_client("2024-02-29T00:00:00Z"),
+            Timestamp::parse_rfc3339("2024-02-29T00:00:00.000Z")
+        );
     }
 }

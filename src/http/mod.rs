@@ -62,6 +62,9 @@ pub struct AppContext {
     pub queue_depth: Recipient<GetQueueDepth>,
     /// The application's metrics.
     pub metrics: Arc<Metrics>,
+    /// Delivery-log records kept per organization: how far back a
+    /// recovery can look.
+    pub log_retention: usize,
     /// SHA-256 of the admin token.
     pub admin_token_sha256: [u8; 32],
     /// SHA-256 of the token `/metrics` requires, when one is configured.

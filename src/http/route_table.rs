@@ -76,6 +76,7 @@ routes! {
     WEBHOOK_DELETE = "DELETE" "/organizations/{org_id}/webhook" [SettingsManage];
     DELIVERIES_LIST = "GET" "/organizations/{org_id}/webhook/deliveries" [SettingsRead];
     DELIVERIES_REDELIVER = "POST" "/organizations/{org_id}/webhook/deliveries/{delivery_id}/redeliver" [SettingsManage];
+    WEBHOOK_RECOVER = "POST" "/organizations/{org_id}/webhook/recover" [SettingsManage];
 }
 
 routes! {

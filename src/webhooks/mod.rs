@@ -5,5 +5,6 @@ pub mod address_policy;
 pub mod client;
 pub mod headers;
 pub mod preflight;
+pub mod recovery;
 pub mod signing;
 pub mod url;

@@ -46,6 +46,7 @@ const CONTRACT_ROUTES: &[(&str, &str)] = &[
         "POST",
         "/organizations/{org_id}/webhook/deliveries/{delivery_id}/redeliver",
     ),
+    ("POST", "/organizations/{org_id}/webhook/recover"),
 ];
 
 /// Routes answered without a token (`/metrics` unless `metrics.token` is set).

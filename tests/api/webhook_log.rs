@@ -22,7 +22,7 @@ fn config<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
 }
 
 /// The whole log (newest first) once `check` accepts it.
-async fn log_until(
+pub async fn log_until(
     app: &TestApp,
     org: &Org,
     what: &str,

@@ -20,6 +20,7 @@ pub mod projects;
 pub mod roles;
 pub mod tasks;
 pub mod webhook;
+pub mod webhook_recover;
 
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -43,6 +44,7 @@ fn organization_routes(cfg: &mut ServiceConfig) {
     members::configure(cfg);
     audit::configure(cfg);
     webhook::configure(cfg);
+    webhook_recover::configure(cfg);
     decisions::configure(cfg);
     tasks::configure(cfg);
     memories::configure(cfg);
