@@ -8,12 +8,15 @@
 # the tests use (ROLECALL_TEST_POSTGRES_URL in .ci/run), which may create
 # databases: each test makes its own.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 missing=()
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 [[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v unshare >/dev/null || missing+=(util-linux)
 command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
+command -v python3 >/dev/null || missing+=(python3)
+python3 -c "import ensurepip" 2>/dev/null || missing+=(python3-venv)
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 if [[ "$(id -u)" -ne 0 ]]; then
@@ -59,3 +62,13 @@ as_postgres psql -q -v ON_ERROR_STOP=1 -c "
       CREATE ROLE rolecall LOGIN CREATEDB PASSWORD 'rolecall';
     END IF;
   END \$\$;"
+
+# The README's Python subscriber is tested with the Standard Webhooks and Svix
+# libraries (tests/api/subscriber_python.rs), in a venv of their own.
+SUBSCRIBER_VENV=target/subscriber-venv
+if ! "$SUBSCRIBER_VENV/bin/python3" -c "import standardwebhooks, svix" 2>/dev/null; then
+  rm -rf "$SUBSCRIBER_VENV"
+  python3 -m venv "$SUBSCRIBER_VENV"
+  "$SUBSCRIBER_VENV/bin/pip" install --quiet --disable-pip-version-check \
+    "standardwebhooks==1.1.0" "svix==2.9.1"
+fi

@@ -38,6 +38,7 @@ mod roles;
 mod secrets_at_rest;
 mod smoke;
 mod storage_copy;
+mod subscriber_python;
 mod webhook_crash;
 mod webhook_delivery;
 mod webhook_isolation;

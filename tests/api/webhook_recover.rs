@@ -177,9 +177,35 @@ async fn two_recoveries_at_once_queue_each_event_once() {
 
 #[actix_web::test]
 async fn a_window_reaching_past_the_log_retention_is_refused() {
-    // The log keeps 4 records: the three tasks' six failures and more are pruned.
-    let (app, org, receiver, _, _) =
-        three_failed(&[("ROLECALL_WEBHOOKS__LOG_RETENTION", "4")]).await;
+    // The log keeps 4 records; the test's ping and six failed attempts make 7.
+    let app = spawn_app_with(
+        &[
+            WEBHOOK_TEST_CONFIG,
+            &[("ROLECALL_WEBHOOKS__LOG_RETENTION", "4")],
+        ]
+        .concat(),
+    )
+    .await;
+    let receiver = TestReceiver::start().await;
+    let org = app.org("free").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    receiver.set(Behavior::status(503));
+    for title in ["one", "two", "three"] {
+        app.post(
+            &org.path("/tasks"),
+            &org.owner_token,
+            json!({"title": title}),
+        )
+        .await
+        .expect(201);
+    }
+    receiver.wait_for(7, WAIT).await;
+    log_until(&app, &org, "the log at its retention", |r| {
+        r.len() >= 4 && r.iter().all(|r| r["outcome"] == "failed")
+    })
+    .await;
+    receiver.set(Behavior::ok());
     let before = receiver.received().len();
     let refused = recover(&app, &org, json!({"since": "2020-01-01T00:00:00Z"}))
         .await
@@ -238,6 +264,7 @@ async fn recover_checks_its_caller_its_endpoint_and_its_window() {
             Some("until"),
         ),
         (json!({"since": "2024-01-01T00:00:00Z", "extra": 1}), None),
+        (json!({"since": "2024-01-01T00:00:00Z", "until": null}), None),
     ] {
         let problem = recover(&app, &org, body.clone()).await.expect(400).json();
         assert_eq!(problem["code"], "VALIDATION_FAILED", "{body}");

@@ -11,6 +11,7 @@ use crate::commit::Commit;
 use crate::domain::audit::{AuditDraft, AuditRecord};
 use crate::domain::change::Write;
 use crate::domain::error::ApiError;
+use crate::domain::input::non_null;
 use crate::http::body::JsonInput;
 use crate::http::extract::{request_id, OrgAccess};
 use crate::http::problem::Problem;
@@ -32,7 +33,8 @@ pub struct Recover {
     #[schema(value_type = String, format = DateTime)]
     since: String,
     /// Up to this instant, excluded (RFC 3339; default: now).
-    #[schema(value_type = Option<String>, format = DateTime)]
+    #[schema(value_type = String, format = DateTime, required = false)]
+    #[serde(default, deserialize_with = "non_null")]
     until: Option<String>,
 }
 
