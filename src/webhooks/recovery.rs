@@ -70,7 +70,7 @@ async fn records_since(
         let page = store
             .delivery_log_page(org, before, PAGE, LogFilter::default())
             .await?;
-        let more = page.more;
+        let more = page.more && !page.items.is_empty();
         let mut reached_since = false;
         for record in page.items {
             // Ids are time-ordered and made when the attempt ended: an id

@@ -264,7 +264,10 @@ async fn recover_checks_its_caller_its_endpoint_and_its_window() {
             Some("until"),
         ),
         (json!({"since": "2024-01-01T00:00:00Z", "extra": 1}), None),
-        (json!({"since": "2024-01-01T00:00:00Z", "until": null}), None),
+        (
+            json!({"since": "2024-01-01T00:00:00Z", "until": null}),
+            None,
+        ),
     ] {
         let problem = recover(&app, &org, body.clone()).await.expect(400).json();
         assert_eq!(problem["code"], "VALIDATION_FAILED", "{body}");
