@@ -15,7 +15,7 @@ const WAIT: Duration = Duration::from_secs(5);
 const QUIET: Duration = Duration::from_millis(700);
 
 /// WEBHOOK_TEST_CONFIG followed by `extra` (later entries win).
-fn config<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+pub fn config<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut all = WEBHOOK_TEST_CONFIG.to_vec();
     all.extend_from_slice(extra);
     all

@@ -6,17 +6,15 @@ use serde_json::{json, Value};
 use crate::helpers::{spawn_app_with, Org, TestApp, WEBHOOK_TEST_CONFIG};
 use crate::receiver::{Behavior, Received, TestReceiver};
 use crate::webhook_delivery::service_signature;
-use crate::webhook_log::log_until;
+use crate::webhook_log::{config, log_until};
 
 const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// An app whose endpoint (task.created only) failed both attempts of three
 /// tasks: the app, the org, the receiver, the secret and the tasks' envelopes
 /// in creation order.
-async fn three_failed(extra: &[(&str, &str)]) -> (TestApp, Org, TestReceiver, String, Vec<Value>) {
-    let mut config = WEBHOOK_TEST_CONFIG.to_vec();
-    config.extend_from_slice(extra);
-    let app = spawn_app_with(&config).await;
+async fn three_failed() -> (TestApp, Org, TestReceiver, String, Vec<Value>) {
+    let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
     let receiver = TestReceiver::start().await;
     let org = app.org("free").await;
     let secret = app
@@ -79,7 +77,7 @@ fn failed_at(log: &[Value], id: &Value, received: &[Received]) -> String {
 
 #[actix_web::test]
 async fn recover_sends_each_event_failed_in_the_window_once_as_a_new_delivery() {
-    let (app, org, receiver, secret, tasks) = three_failed(&[]).await;
+    let (app, org, receiver, secret, tasks) = three_failed().await;
     let before = receiver.received();
     let log = app.deliveries(&org, "").await;
     let since = failed_at(&log, &tasks[0]["id"], &before);
@@ -163,7 +161,7 @@ async fn recover_sends_each_event_failed_in_the_window_once_as_a_new_delivery() 
 
 #[actix_web::test]
 async fn two_recoveries_at_once_queue_each_event_once() {
-    let (app, org, receiver, _, _) = three_failed(&[]).await;
+    let (app, org, receiver, _, _) = three_failed().await;
     let before = receiver.received().len();
     let body = json!({"since": "2020-01-01T00:00:00Z"});
     let (a, b) = futures_util::join!(recover(&app, &org, body.clone()), recover(&app, &org, body));
@@ -178,14 +176,7 @@ async fn two_recoveries_at_once_queue_each_event_once() {
 #[actix_web::test]
 async fn a_window_reaching_past_the_log_retention_is_refused() {
     // The log keeps 4 records; the test's ping and six failed attempts make 7.
-    let app = spawn_app_with(
-        &[
-            WEBHOOK_TEST_CONFIG,
-            &[("ROLECALL_WEBHOOKS__LOG_RETENTION", "4")],
-        ]
-        .concat(),
-    )
-    .await;
+    let app = spawn_app_with(&config(&[("ROLECALL_WEBHOOKS__LOG_RETENTION", "4")])).await;
     let receiver = TestReceiver::start().await;
     let org = app.org("free").await;
     app.setup_webhook(&org, &receiver.url, &["task.created"])

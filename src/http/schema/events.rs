@@ -169,20 +169,34 @@ fn envelope_schema(kind: EventKind, components: &Map<String, Value>) -> Value {
     for name in ["Timestamp", data.as_ref()] {
         copy_component(name, components, &mut defs);
     }
-    json!({
+    let mut schema = json!({
         "$schema": DIALECT,
         "title": kind.id(),
         "description": description(kind),
+    });
+    if let Value::Object(schema) = &mut schema {
+        schema.extend(envelope(kind, DEFS));
+        schema.insert("$defs".into(), Value::Object(defs));
+    }
+    schema
+}
+
+/// The envelope of seed 2.7 for `kind`, its schemas referred to under `refs`.
+fn envelope(kind: EventKind, refs: &str) -> Map<String, Value> {
+    let schema = json!({
         "type": "object",
         "properties": {
             "event": {"const": kind.id()},
-            "occurred_at": {"$ref": format!("{DEFS}Timestamp")},
-            "data": {"$ref": format!("{DEFS}{data}")},
+            "occurred_at": {"$ref": format!("{refs}Timestamp")},
+            "data": {"$ref": format!("{refs}{}", data_component(kind))},
         },
         "required": ["event", "occurred_at", "data"],
         "additionalProperties": false,
-        "$defs": defs,
-    })
+    });
+    match schema {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
 }
 
 /// Copies component `name`, and those it refers to, into `defs`.
@@ -267,15 +281,7 @@ pub fn webhooks() -> Value {
         .iter()
         .filter(|k| **k != EventKind::TestPreflight)
     {
-        let body = json!({
-            "type": "object",
-            "properties": {
-                "event": {"const": kind.id()},
-                "occurred_at": {"$ref": format!("{COMPONENTS}Timestamp")},
-                "data": {"$ref": format!("{COMPONENTS}{}", data_component(*kind))},
-            },
-            "required": ["event", "occurred_at", "data"],
-        });
+        let body = Value::Object(envelope(*kind, COMPONENTS));
         webhooks.insert(
             kind.id().to_owned(),
             json!({"post": {
