@@ -7,11 +7,64 @@ use utoipa::ToSchema;
 use crate::ids::{AuditId, OrgId, RequestId, UserId};
 use crate::time::Timestamp;
 
+/// Every action the audit log records: one list, so the OpenAPI document
+/// (and the dashboard's filter, which reads it there) cannot miss one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub enum AuditAction {
+    #[serde(rename = "organization.created")]
+    OrganizationCreated,
+    #[serde(rename = "organization.renamed")]
+    OrganizationRenamed,
+    #[serde(rename = "organization.plan_changed")]
+    OrganizationPlanChanged,
+    #[serde(rename = "role.created")]
+    RoleCreated,
+    #[serde(rename = "role.updated")]
+    RoleUpdated,
+    #[serde(rename = "role.deleted")]
+    RoleDeleted,
+    #[serde(rename = "member.added")]
+    MemberAdded,
+    #[serde(rename = "member.role_changed")]
+    MemberRoleChanged,
+    #[serde(rename = "member.removed")]
+    MemberRemoved,
+    #[serde(rename = "webhook.saved")]
+    WebhookSaved,
+    #[serde(rename = "webhook.rotated")]
+    WebhookRotated,
+    #[serde(rename = "webhook.deleted")]
+    WebhookDeleted,
+    #[serde(rename = "webhook.recovered")]
+    WebhookRecovered,
+}
+
+impl AuditAction {
+    /// The stored and published name, e.g. `role.created`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::OrganizationCreated => "organization.created",
+            AuditAction::OrganizationRenamed => "organization.renamed",
+            AuditAction::OrganizationPlanChanged => "organization.plan_changed",
+            AuditAction::RoleCreated => "role.created",
+            AuditAction::RoleUpdated => "role.updated",
+            AuditAction::RoleDeleted => "role.deleted",
+            AuditAction::MemberAdded => "member.added",
+            AuditAction::MemberRoleChanged => "member.role_changed",
+            AuditAction::MemberRemoved => "member.removed",
+            AuditAction::WebhookSaved => "webhook.saved",
+            AuditAction::WebhookRotated => "webhook.rotated",
+            AuditAction::WebhookDeleted => "webhook.deleted",
+            AuditAction::WebhookRecovered => "webhook.recovered",
+        }
+    }
+}
+
 /// What a command wants recorded; the actor adds who, when and which request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AuditDraft {
-    /// E.g. `role.created`.
-    pub action: &'static str,
+    /// What happened.
+    pub action: AuditAction,
     /// E.g. `role`.
     pub target_type: &'static str,
     /// The target's id.
@@ -62,7 +115,7 @@ impl AuditRecord {
             id: AuditId::generate(),
             organization_id,
             actor_user_id,
-            action: draft.action.to_owned(),
+            action: draft.action.as_str().to_owned(),
             target_type: draft.target_type.to_owned(),
             target_id: draft.target_id,
             before: text(draft.before),
@@ -115,6 +168,7 @@ pub struct AuditView {
     /// Who acted; null for the admin token.
     pub actor_user_id: Option<UserId>,
     /// What happened, e.g. `role.created`.
+    #[schema(value_type = AuditAction)]
     pub action: String,
     /// What kind of thing changed.
     pub target_type: String,
@@ -130,4 +184,34 @@ pub struct AuditView {
     pub request_id: String,
     /// When.
     pub occurred_at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AuditAction::{self, *};
+
+    #[test]
+    fn an_actions_stored_name_is_its_published_name() {
+        let all: [AuditAction; 13] = [
+            OrganizationCreated,
+            OrganizationRenamed,
+            OrganizationPlanChanged,
+            RoleCreated,
+            RoleUpdated,
+            RoleDeleted,
+            MemberAdded,
+            MemberRoleChanged,
+            MemberRemoved,
+            WebhookSaved,
+            WebhookRotated,
+            WebhookDeleted,
+            WebhookRecovered,
+        ];
+        for action in all {
+            assert_eq!(
+                serde_json::to_value(action).ok(),
+                Some(serde_json::Value::from(action.as_str()))
+            );
+        }
+    }
 }

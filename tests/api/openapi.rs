@@ -381,3 +381,34 @@ async fn permissions_validates_and_honours_paging() {
         .collect();
     assert_eq!(keys, all);
 }
+
+/// The audit actions are one published list (the dashboard's filter reads it
+/// from here), and an audit record's `action` refers to it.
+#[actix_web::test]
+async fn openapi_publishes_every_audit_action() {
+    let app = spawn_app().await;
+    let doc = document(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    assert_eq!(
+        schemas["AuditAction"]["enum"],
+        json!([
+            "organization.created",
+            "organization.renamed",
+            "organization.plan_changed",
+            "role.created",
+            "role.updated",
+            "role.deleted",
+            "member.added",
+            "member.role_changed",
+            "member.removed",
+            "webhook.saved",
+            "webhook.rotated",
+            "webhook.deleted",
+            "webhook.recovered",
+        ])
+    );
+    assert_eq!(
+        schemas["AuditView"]["properties"]["action"]["$ref"],
+        json!("#/components/schemas/AuditAction")
+    );
+}

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use crate::domain::access::{caller_permissions, forbid_escalation, Caller, Needs};
-use crate::domain::audit::AuditDraft;
+use crate::domain::audit::{AuditAction, AuditDraft};
 use crate::domain::commands::roles::referenced_role;
 use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
@@ -122,7 +122,7 @@ pub fn add_member(
     Ok(Change {
         edits: vec![Edit::PutMember(member)],
         audit: Some(AuditDraft {
-            action: "member.added",
+            action: AuditAction::MemberAdded,
             target_type: "member",
             target_id: user.id.to_string(),
             before: None,
@@ -164,7 +164,7 @@ pub fn change_member_role(
     Ok(Change {
         edits: vec![Edit::PutMember(updated)],
         audit: Some(AuditDraft {
-            action: "member.role_changed",
+            action: AuditAction::MemberRoleChanged,
             target_type: "member",
             target_id: target.to_string(),
             before: Some(representation(&state.member_view(member))?),
@@ -194,7 +194,7 @@ pub fn remove_member(
     Ok(Change {
         edits: vec![Edit::DeleteMember(state.id(), target)],
         audit: Some(AuditDraft {
-            action: "member.removed",
+            action: AuditAction::MemberRemoved,
             target_type: "member",
             target_id: target.to_string(),
             before: Some(data.clone()),

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use crate::domain::access::{caller_permissions, require, Caller};
-use crate::domain::audit::AuditDraft;
+use crate::domain::audit::{AuditAction, AuditDraft};
 use crate::domain::commands::roles::system_roles;
 use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
@@ -84,7 +84,7 @@ pub fn create_organization(
             Edit::PutOrg(org.clone()),
         ],
         audit: Some(AuditDraft {
-            action: "organization.created",
+            action: AuditAction::OrganizationCreated,
             target_type: "organization",
             target_id: org.id.to_string(),
             before: None,
@@ -124,9 +124,9 @@ pub fn update_organization(
     }
     org.updated_at = Timestamp::now();
     let action = if org.plan != state.org.plan {
-        "organization.plan_changed"
+        AuditAction::OrganizationPlanChanged
     } else {
-        "organization.renamed"
+        AuditAction::OrganizationRenamed
     };
     Ok(Change {
         audit: Some(AuditDraft {

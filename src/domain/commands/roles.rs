@@ -6,7 +6,7 @@ use crate::domain::access::{
     caller_permissions, check_precondition, forbid_escalation, require_enterprise, Caller, IfMatch,
     Needs,
 };
-use crate::domain::audit::AuditDraft;
+use crate::domain::audit::{AuditAction, AuditDraft};
 use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::input::{non_null, Input};
@@ -156,7 +156,7 @@ pub fn create_role(
     };
     Ok(Change {
         audit: Some(AuditDraft {
-            action: "role.created",
+            action: AuditAction::RoleCreated,
             target_type: "role",
             target_id: role.id.to_string(),
             before: None,
@@ -221,7 +221,7 @@ pub fn update_role(
     updated.updated_at = Timestamp::now();
     Ok(Change {
         audit: Some(AuditDraft {
-            action: "role.updated",
+            action: AuditAction::RoleUpdated,
             target_type: "role",
             target_id: role.id.to_string(),
             before: Some(representation(&state.role_view(role))?),
@@ -259,7 +259,7 @@ pub fn delete_role(
     Ok(Change {
         edits: vec![Edit::DeleteRole(state.id(), role.id)],
         audit: Some(AuditDraft {
-            action: "role.deleted",
+            action: AuditAction::RoleDeleted,
             target_type: "role",
             target_id: role.id.to_string(),
             before: Some(representation(&state.role_view(role))?),

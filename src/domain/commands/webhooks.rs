@@ -2,7 +2,7 @@
 //! rotate the secret, delete. Audit records never carry the secret.
 
 use crate::domain::access::{caller_permissions, Caller, Needs};
-use crate::domain::audit::AuditDraft;
+use crate::domain::audit::{AuditAction, AuditDraft};
 use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::org_state::{Edit, OrgState};
@@ -51,7 +51,7 @@ pub fn save_webhook(
     };
     Ok(Change {
         audit: Some(AuditDraft {
-            action: "webhook.saved",
+            action: AuditAction::WebhookSaved,
             target_type: "webhook",
             target_id: state.id().to_string(),
             before,
@@ -80,7 +80,7 @@ pub fn rotate_webhook(
     rotated.updated_at = Timestamp::now();
     Ok(Change {
         audit: Some(AuditDraft {
-            action: "webhook.rotated",
+            action: AuditAction::WebhookRotated,
             target_type: "webhook",
             target_id: state.id().to_string(),
             before: Some(representation(&current.view())?),
@@ -99,7 +99,7 @@ pub fn delete_webhook(state: &OrgState, caller: Caller, needs: Needs) -> Result<
     needs.check(held, caller, None)?;
     Ok(Change {
         audit: Some(AuditDraft {
-            action: "webhook.deleted",
+            action: AuditAction::WebhookDeleted,
             target_type: "webhook",
             target_id: state.id().to_string(),
             before: Some(representation(&current.view())?),

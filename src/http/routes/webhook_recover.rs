@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::commit::Commit;
-use crate::domain::audit::{AuditDraft, AuditRecord};
+use crate::domain::audit::{AuditAction, AuditDraft, AuditRecord};
 use crate::domain::change::Write;
 use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
@@ -68,7 +68,7 @@ async fn recover_failed(
     let (jobs, _running) = recover(&ctx.store, org, window, ctx.log_retention).await?;
     let count = jobs.len();
     let audit = AuditDraft {
-        action: "webhook.recovered",
+        action: AuditAction::WebhookRecovered,
         target_type: "webhook",
         target_id: org.to_string(),
         before: None,
