@@ -68,6 +68,9 @@ routes! {
     MEMBERS_ADD = "POST" "/organizations/{org_id}/members" [TeamInvite];
     MEMBERS_UPDATE = "PATCH" "/organizations/{org_id}/members/{user_id}" [TeamManage];
     MEMBERS_REMOVE = "DELETE" "/organizations/{org_id}/members/{user_id}" [TeamManage] or_self;
+    MEMBER_PERMISSIONS = "GET" "/organizations/{org_id}/members/{user_id}/permissions" [TeamRead] or_self;
+    MY_PERMISSIONS = "GET" "/organizations/{org_id}/permissions/mine" [];
+    PERMISSIONS_CHECK = "POST" "/organizations/{org_id}/permissions/check" [TeamRead] or_self;
     AUDIT_LOG = "GET" "/organizations/{org_id}/audit-log" [SettingsRead];
     WEBHOOK_GET = "GET" "/organizations/{org_id}/webhook" [SettingsRead];
     WEBHOOK_TEST = "POST" "/organizations/{org_id}/webhook/test" [SettingsManage];

@@ -19,6 +19,7 @@ mod bad_input;
 mod cluster;
 mod dashboard_browser;
 mod disk_full;
+mod effective_permissions;
 mod event_types;
 mod fuzz_regressions;
 mod https;

@@ -24,6 +24,12 @@ const CONTRACT_ROUTES: &[(&str, &str)] = &[
     ("GET", "/event-types"),
     ("GET", "/organizations/{org_id}"),
     ("PATCH", "/organizations/{org_id}"),
+    (
+        "GET",
+        "/organizations/{org_id}/members/{user_id}/permissions",
+    ),
+    ("GET", "/organizations/{org_id}/permissions/mine"),
+    ("POST", "/organizations/{org_id}/permissions/check"),
     ("GET", "/organizations/{org_id}/roles"),
     ("POST", "/organizations/{org_id}/roles"),
     ("GET", "/organizations/{org_id}/roles/{role_id}"),

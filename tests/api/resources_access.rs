@@ -23,8 +23,9 @@ use crate::helpers::{spawn_app, Org, Reply, TestApp};
 const ORG_PREFIX: &str = "/organizations/{org_id}";
 
 /// Top-level segments under an organization that belong to CONTRACT §0–6
-/// (roles, members, audit log, webhook), not to the workspace resources.
-const NON_RESOURCE_SEGMENTS: &[&str] = &["roles", "members", "audit-log", "webhook"];
+/// (roles, members, permissions, audit log, webhook), not to the workspace
+/// resources.
+const NON_RESOURCE_SEGMENTS: &[&str] = &["roles", "members", "permissions", "audit-log", "webhook"];
 
 const HTTP_METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",

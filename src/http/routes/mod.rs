@@ -6,6 +6,7 @@ pub mod analyses;
 pub mod audit;
 pub mod capsules;
 pub mod decisions;
+pub mod effective_permissions;
 pub mod event_types;
 pub mod fallback;
 pub mod health;
@@ -42,6 +43,7 @@ fn organization_routes(cfg: &mut ServiceConfig) {
     organizations::configure(cfg);
     roles::configure(cfg);
     members::configure(cfg);
+    effective_permissions::configure(cfg);
     audit::configure(cfg);
     webhook::configure(cfg);
     webhook_recover::configure(cfg);
