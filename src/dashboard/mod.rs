@@ -12,6 +12,18 @@ struct Asset {
     body: &'static str,
 }
 
+/// A JavaScript module `assets/js/$file`, served at `/js/$file`.
+macro_rules! module {
+    ($file:literal) => {
+        Asset {
+            path: concat!("/js/", $file),
+            content_type: "text/javascript; charset=utf-8",
+            body: include_str!(concat!("assets/js/", $file)),
+        }
+    };
+}
+
+/// The page, its styles and its script: native ES modules, no build step.
 const ASSETS: &[Asset] = &[
     Asset {
         path: "/",
@@ -19,15 +31,26 @@ const ASSETS: &[Asset] = &[
         body: include_str!("assets/index.html"),
     },
     Asset {
-        path: "/app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("assets/app.js"),
-    },
-    Asset {
         path: "/app.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("assets/app.css"),
     },
+    module!("main.js"),
+    module!("nav.js"),
+    module!("dom.js"),
+    module!("format.js"),
+    module!("state.js"),
+    module!("api.js"),
+    module!("feedback.js"),
+    module!("catalog.js"),
+    module!("chart.js"),
+    module!("pages/signin.js"),
+    module!("pages/roles.js"),
+    module!("pages/role-form.js"),
+    module!("pages/members.js"),
+    module!("pages/webhook.js"),
+    module!("pages/deliveries.js"),
+    module!("pages/audit.js"),
 ];
 
 /// Nothing is fetched from elsewhere; scripts and styles come from this origin only.
@@ -51,4 +74,49 @@ async fn serve(asset: &'static Asset) -> HttpResponse {
         .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .insert_header((header::CACHE_CONTROL, "no-cache"))
         .body(asset.body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What stands between `open` and the next `close`, at each place `open` stands.
+    fn between<'a>(text: &'a str, open: &'a str, close: char) -> impl Iterator<Item = &'a str> {
+        text.match_indices(open)
+            .filter_map(move |(i, _)| text[i + open.len()..].split(close).next())
+    }
+
+    /// `spec` (`./x.js`, `../x.js`) resolved against the module served at `from`.
+    fn resolve(from: &str, spec: &str) -> String {
+        let mut parts: Vec<&str> = from.split('/').collect();
+        parts.pop();
+        for part in spec.split('/') {
+            match part {
+                "." => {}
+                ".." => {
+                    parts.pop();
+                }
+                _ => parts.push(part),
+            }
+        }
+        parts.join("/")
+    }
+
+    #[test]
+    fn every_module_the_page_loads_is_served() {
+        let served: Vec<&str> = ASSETS.iter().map(|a| a.path).collect();
+        let page = ASSETS.iter().find(|a| a.path == "/").map_or("", |a| a.body);
+        let scripts: Vec<&str> = between(page, "<script type=\"module\" src=\"", '"').collect();
+        assert_eq!(scripts, ["/js/main.js"]);
+        for asset in ASSETS {
+            for spec in between(asset.body, " from '", '\'') {
+                let target = resolve(asset.path, spec);
+                assert!(
+                    served.contains(&target.as_str()),
+                    "{} imports {spec}, which is not served",
+                    asset.path
+                );
+            }
+        }
+    }
 }
