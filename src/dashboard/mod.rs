@@ -44,11 +44,13 @@ const ASSETS: &[Asset] = &[
     module!("feedback.js"),
     module!("catalog.js"),
     module!("chart.js"),
+    module!("schema-example.js"),
     module!("pages/signin.js"),
     module!("pages/roles.js"),
     module!("pages/role-form.js"),
     module!("pages/members.js"),
     module!("pages/webhook.js"),
+    module!("pages/events.js"),
     module!("pages/deliveries.js"),
     module!("pages/audit.js"),
 ];

@@ -1,7 +1,9 @@
 //! The dashboard in a real browser (Debian's Chromium through chromedriver):
 //! sign in, create a role from Member's permissions, invite with it, set up
 //! the webhook against a real subscriber (Test, then Save), see a delivery in
-//! the log, rotate the secret; and a screenshot of every page at 1280 and
+//! the log, recover the failed ones, browse the event catalog (every
+//! generated example validates against its schema), rotate the secret; and a
+//! screenshot of every page at 1280 and
 //! 390 px, written to `target/screenshots/`, or to `docs/screenshots/` (the
 //! committed ones the README shows) with `ROLECALL_UPDATE_SCREENSHOTS=1`.
 //!
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::event_schemas::{catalog, check_envelope};
 use crate::helpers::{eventually, spawn_app_with, TestApp, WEBHOOK_TEST_CONFIG};
 use crate::receiver::{Behavior, TestReceiver};
 use crate::webdriver::{missing_browser, ChromeDriver, Session};
@@ -190,6 +193,8 @@ async fn an_org_admin_manages_roles_members_and_the_webhook_in_a_browser() {
     let bob = change_bobs_role_to_member(&session, &app, &fx).await;
     background_traffic(&app, &fx, &receiver).await;
     delivery_log(&session, &receiver).await;
+    recover(&session, &receiver).await;
+    event_catalog(&session).await;
     audit_log(&session).await;
     rotate(&session, &app, &fx, &receiver, &bob, &secret).await;
     read_only_on_pro(&session, &fx).await;
@@ -547,13 +552,141 @@ async fn delivery_log(session: &Session, receiver: &TestReceiver) {
     click(session, "#filters-apply").await;
 }
 
+/// "Recover failed since…": carol's member.added failed twice; it is sent
+/// once more, and a second recovery finds nothing left to send.
+async fn recover(session: &Session, receiver: &TestReceiver) {
+    open_page(session, "deliveries", "Delivery log").await;
+    let since = session.wait_for("#recover-since").await;
+    let value = session.property(&since, "value").await;
+    assert!(
+        value.as_str().is_some_and(|v| v.len() == 16),
+        "the form starts an hour ago: {value}"
+    );
+    let failed: Vec<String> = receiver
+        .received()
+        .iter()
+        .filter(|r| r.header("x-service-event") == "member.added")
+        .map(|r| r.header("x-service-delivery"))
+        .collect();
+    assert_eq!(failed.len(), 2, "carol's two failed attempts");
+    let before = receiver.received().len();
+    click(session, "#recover-submit").await;
+    let done = session
+        .wait_text("#recover-result", "Recovered 1 failed delivery since")
+        .await;
+    assert!(done.contains("queued as a new delivery"), "{done:?}");
+    status(session, "Recovered 1 failed delivery").await;
+    let received = receiver.wait_for(before + 1, Duration::from_secs(5)).await;
+    let resent = &received[before];
+    assert_eq!(resent.header("x-service-event"), "member.added");
+    assert_eq!(resent.json()["data"]["email"], json!("carol@acme.example"));
+    assert_ne!(resent.header("x-service-delivery"), failed[0]);
+    capture(session, "deliveries-recovered").await;
+
+    // The event is delivered now: nothing is sent twice.
+    eventually(
+        Duration::from_secs(5),
+        "the recovered delivery in the log",
+        || async move {
+            click(session, "#deliveries-refresh").await;
+            let rows = session
+                .find_all(
+                    "#delivery-table tr[data-event=\"member.added\"][data-outcome=\"succeeded\"]",
+                )
+                .await;
+            (rows.len() == 1).then_some(())
+        },
+    )
+    .await;
+    click(session, "#recover-submit").await;
+    session
+        .wait_text("#recover-result", "Nothing to recover")
+        .await;
+    assert_eq!(
+        session
+            .attribute(&session.wait_for("#recover-result").await, "data-count")
+            .await,
+        Some("0".to_owned())
+    );
+    actix_web::rt::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.received().len(), before + 1);
+}
+
+/// Every event type of the catalog, with an example that validates against
+/// the schema shown, which is the published one.
+async fn event_catalog(session: &Session) {
+    open_page(session, "events", "Events").await;
+    let entries = catalog();
+    assert_eq!(session.find_all("#event-type-list a").await.len(), 23);
+    assert_eq!(entries.len(), 23);
+    for entry in entries {
+        click(
+            session,
+            &format!("#event-type-list a[data-event-type=\"{}\"]", entry.id),
+        )
+        .await;
+        session
+            .wait_for(&format!("#event-viewer[data-event-type=\"{}\"]", entry.id))
+            .await;
+        assert_eq!(
+            session.text_of("#event-description").await,
+            entry.description.replace('`', "")
+        );
+        let shown = |id: &str| {
+            let script = format!("return document.getElementById('{id}').textContent;");
+            async move { session.execute(&script, vec![]).await }
+        };
+        let example = shown("event-example").await;
+        let example = example.as_str().unwrap_or_default();
+        let problems = check_envelope(example.as_bytes());
+        assert!(
+            problems.is_empty(),
+            "{}: the example {example} is invalid: {problems:?}",
+            entry.id
+        );
+        let schema = shown("event-schema").await;
+        let schema: Value = serde_json::from_str(schema.as_str().unwrap_or_default())
+            .expect("the schema shown is JSON");
+        assert_eq!(schema, entry.schema, "{}", entry.id);
+    }
+    click(
+        session,
+        "#event-type-list a[data-event-type=\"pr.violation_detected\"]",
+    )
+    .await;
+    session
+        .wait_for("#event-viewer[data-event-type=\"pr.violation_detected\"]")
+        .await;
+    capture(session, "events").await;
+}
+
 async fn audit_log(session: &Session) {
     open_page(session, "audit", "Audit log").await;
+    // The filter lists the actions the OpenAPI document publishes.
+    session
+        .wait_for("#filter-action option[value=\"webhook.recovered\"]")
+        .await;
+    assert_eq!(session.find_all("#filter-action option").await.len(), 14);
+    // Two recoveries, newest first: the one that found nothing, then carol's.
+    let recovered = session
+        .execute(
+            "return [...document.querySelectorAll('#audit-table tr[data-action=\"webhook.recovered\"]')].map((r) => r.textContent);",
+            vec![],
+        )
+        .await;
+    let recovered: Vec<&str> = recovered
+        .as_array()
+        .map(|rows| rows.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(recovered.len(), 2, "{recovered:?}");
+    assert!(recovered[0].contains("\"count\": 0"), "{recovered:?}");
+    assert!(recovered[1].contains("\"count\": 1"), "{recovered:?}");
     for action in [
         "role.created",
         "member.added",
         "member.role_changed",
         "webhook.saved",
+        "webhook.recovered",
     ] {
         session
             .wait_for(&format!("#audit-table tr[data-action=\"{action}\"]"))

@@ -1,5 +1,5 @@
-// The API's catalogs (permissions, event types), read once and kept until sign-out.
-import { listAll } from './api.js';
+// The API's catalogs (permissions, event types, audit actions), read once and kept until sign-out.
+import { api, listAll } from './api.js';
 
 let cache = new Map();
 
@@ -15,6 +15,17 @@ export const permissions = () => cached('/permissions');
 
 /** `GET /event-types`: `{id, description, schema}` in the seed's order, test.preflight last. */
 export const eventTypes = () => cached('/event-types');
+
+/** The audit log's actions, as the OpenAPI document (`AuditAction`) lists them. */
+export async function auditActions() {
+  const store = cache;
+  if (!store.has('audit-actions')) {
+    const document = (await api('GET', '/openapi.json')).data;
+    const schema = ((document.components || {}).schemas || {}).AuditAction || {};
+    store.set('audit-actions', Array.isArray(schema.enum) ? schema.enum : []);
+  }
+  return store.get('audit-actions');
+}
 
 export function clearCatalog() {
   cache = new Map();

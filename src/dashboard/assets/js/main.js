@@ -10,6 +10,7 @@ import { go, setHandlers } from './nav.js';
 import { state, views, freshViews, TOKEN_KEY, ORG_KEY, planName, orgPath } from './state.js';
 import { renderAudit } from './pages/audit.js';
 import { renderDeliveries } from './pages/deliveries.js';
+import { renderEvents } from './pages/events.js';
 import { renderMembers } from './pages/members.js';
 import { renderRoleForm } from './pages/role-form.js';
 import { renderRoles } from './pages/roles.js';
@@ -20,6 +21,7 @@ const PAGES = {
   roles: { title: 'Roles', render: (rest) => (rest[0] ? renderRoleForm(rest[0] === 'new' ? null : rest[0]) : renderRoles()) },
   members: { title: 'Members', render: () => renderMembers() },
   webhook: { title: 'Webhook', render: () => renderWebhook() },
+  events: { title: 'Events', render: (rest) => renderEvents(rest) },
   deliveries: { title: 'Delivery log', render: () => renderDeliveries() },
   audit: { title: 'Audit log', render: () => renderAudit() },
 };

@@ -1,16 +1,10 @@
 // The audit-log page: every change to roles, memberships, the plan and the webhook, filtered by action.
 import { el, select, pageHead, notice, tableOf, cell, pager } from '../dom.js';
 import { api, listAll } from '../api.js';
+import { auditActions } from '../catalog.js';
 import { flashError } from '../feedback.js';
 import { fmtTime, shortId } from '../format.js';
 import { state, views, SETTINGS_READ, TEAM_READ, PAGE_SIZE, orgPath, can, lacks } from '../state.js';
-
-const AUDIT_ACTIONS = [
-  'organization.created', 'organization.renamed', 'organization.plan_changed',
-  'role.created', 'role.updated', 'role.deleted',
-  'member.added', 'member.role_changed', 'member.removed',
-  'webhook.saved', 'webhook.rotated', 'webhook.deleted',
-];
 
 function auditTarget(record) {
   const rep = record.after || record.before || {};
@@ -56,7 +50,7 @@ export async function renderAudit() {
   }
   people.set(state.me.user.id, state.me.user.email);
   const actionFilter = select('filter-action', [{ value: '', label: 'All actions' },
-    ...AUDIT_ACTIONS.map((a) => ({ value: a, label: a }))], view.action);
+    ...(await auditActions()).map((a) => ({ value: a, label: a }))], view.action);
   const filters = el('form', { class: 'card', id: 'audit-filters', 'aria-label': 'Filter the audit log' },
     el('div', { class: 'row' },
       el('div', { class: 'field' }, el('label', { for: 'filter-action', text: 'Action' }), actionFilter),

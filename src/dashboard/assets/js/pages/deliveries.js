@@ -1,10 +1,11 @@
-// The delivery-log page: the last hour's chart, the filtered and paged attempts, and redelivery.
-import { el, select, button, badge, notice, lockWith, pageHead, tableOf, cell, pager } from '../dom.js';
+// The delivery-log page: the last hour's chart, the filtered and paged attempts,
+// redelivery of one attempt, and recovery of everything failed since a time.
+import { el, select, button, badge, notice, lockWith, pageHead, tableOf, cell, pager, field } from '../dom.js';
 import { api } from '../api.js';
 import { eventTypes } from '../catalog.js';
 import { OUTCOMES, CHART_RECORD_LIMIT, drawChart } from '../chart.js';
 import { flash, flashError, busy } from '../feedback.js';
-import { fmtTime, shortId } from '../format.js';
+import { fmtTime, shortId, plural } from '../format.js';
 import { views, MANAGE, SETTINGS_READ, PAGE_SIZE, orgPath, can, lacks } from '../state.js';
 import { loadWebhook } from './webhook.js';
 
@@ -34,6 +35,59 @@ async function lastHour() {
     }
   }
   return { records, truncated, since };
+}
+
+/** `ms` as a `datetime-local` value, in the browser's time zone. */
+function localInput(ms) {
+  const offset = new Date(ms).getTimezoneOffset() * 60 * 1000;
+  return new Date(ms - offset).toISOString().slice(0, 16);
+}
+
+/**
+ * "Recover failed since…": one new delivery for every event whose attempts
+ * failed since the chosen time and that has not been delivered since
+ * (POST …/webhook/recover); shows how many were queued.
+ */
+function recoverCard(lock, onRecovered) {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time';
+  const since = el('input', { type: 'datetime-local', id: 'recover-since', name: 'since', required: true, value: localInput(Date.now() - 60 * 60 * 1000) });
+  const submit = el('button', { type: 'submit', class: 'btn', id: 'recover-submit', text: 'Recover failed since\u2026' });
+  const result = el('p', { class: 'hint', id: 'recover-result', 'aria-live': 'polite' });
+  if (lock) [since, submit].forEach((c) => lockWith(c, 'redeliver-lock'));
+  const form = el('form', { class: 'card', id: 'recover-form', novalidate: true, 'aria-labelledby': 'recover-title' },
+    el('h2', { id: 'recover-title', text: 'Recover after an outage' }),
+    el('p', { class: 'hint', text: 'Sends every event whose delivery failed since this time and has not succeeded since, once, as a new delivery signed with the current secret. Events already queued or recovered are not sent twice.' }),
+    el('div', { class: 'row' },
+      field('Failed since', since, `In your time zone (${zone}).`),
+      el('div', { class: 'field narrow' }, submit)),
+    result);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (lock) return;
+    const at = Date.parse(since.value);
+    if (!since.value || Number.isNaN(at)) {
+      flash('error', 'Choose the time the outage began.');
+      since.focus();
+      return;
+    }
+    const iso = new Date(at).toISOString();
+    await busy(submit, 'Recovering\u2026', async () => {
+      try {
+        const { count } = (await api('POST', orgPath('/webhook/recover'), { since: iso })).data;
+        const text = count
+          ? `Recovered ${plural(count, 'failed delivery', 'failed deliveries')} since ${fmtTime(iso)}: each is queued as a new delivery.`
+          : `Nothing to recover: no delivery failed since ${fmtTime(iso)} that was not delivered or queued since.`;
+        result.textContent = text;
+        result.dataset.count = String(count);
+        flash('ok', text);
+        onRecovered();
+      } catch (err) {
+        result.textContent = '';
+        flashError(err);
+      }
+    });
+  });
+  return form;
 }
 
 function deliveryRow(r, redeliverLock, onRedeliver) {
@@ -67,8 +121,8 @@ export async function renderDeliveries() {
   const hook = await loadWebhook();
   const types = await eventTypes();
   const redeliverLock = !can(MANAGE)
-    ? lacks(MANAGE, 'to redeliver')
-    : !hook ? 'Redelivery needs a configured endpoint: set one up on the Webhook page.' : null;
+    ? lacks(MANAGE, 'to redeliver or recover')
+    : !hook ? 'Redelivery and recovery need a configured endpoint: set one up on the Webhook page.' : null;
 
   const chartBox = el('div', { class: 'chart-wrap', id: 'delivery-chart' });
   const tableSlot = el('div', { id: 'delivery-table-slot' });
@@ -138,6 +192,7 @@ export async function renderDeliveries() {
       el('ul', { class: 'legend', 'aria-label': 'Legend' }, OUTCOMES.map((o) => el('li', {}, el('span', { class: `swatch swatch-${o}`, 'aria-hidden': 'true' }), o)))),
     filters,
     redeliverLock ? notice('info', redeliverLock, 'redeliver-lock') : null,
+    recoverCard(redeliverLock, () => setTimeout(() => reloadAll(), 800)),
     tableSlot);
   // The chart is sized to its box, so it is drawn once the section is in the page.
   chartData = await lastHour();
