@@ -1,7 +1,7 @@
 //! Micro-benchmarks of the request path and the storage path, each calling
 //! the crate's own code: `cargo bench --bench micro`.
 //!
-//! Groups: `permission_check`, `token_resolution`, `hmac_signing`,
+//! Groups: `permission_check`, `batch_check`, `token_resolution`, `hmac_signing`,
 //! `envelope_serialization`, `role_write`, `role_write_durable`,
 //! `delivery_log_append`. Results and targets are in `BENCHMARKS.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 
+use rolecall::domain::access::check_keys;
 use rolecall::domain::audit::{AuditRecord, RequestIdText};
 use rolecall::domain::change::Write;
 use rolecall::domain::commands::roles::system_roles;
@@ -158,6 +159,29 @@ fn resolve(
     let user = accounts.user_for_token(token).unwrap();
     let state: Arc<OrgState> = directory.get(org).unwrap();
     state.permissions_of(user).unwrap()
+}
+
+/// `POST …/permissions/check` after authentication: the check of 10 and of
+/// 100 keys (the limit: the 52 keys of the catalog, each asked about about
+/// twice) and the answer's JSON.
+fn batch_check(c: &mut Criterion) {
+    let f = auth_fixture();
+    let state = f.directory.get(f.org).unwrap();
+    let catalog: Vec<String> = Permission::ALL.iter().map(|p| p.key().to_owned()).collect();
+    let mut group = c.benchmark_group("batch_check");
+    for n in [10usize, 100] {
+        let keys: Vec<String> = catalog.iter().cycle().take(n).cloned().collect();
+        let results = check_keys(&state, f.member, &keys).unwrap();
+        assert_eq!(results.len(), n.min(catalog.len()));
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::new("keys", n), &keys, |b, keys| {
+            b.iter(|| {
+                let results = check_keys(&state, black_box(f.member), black_box(keys)).unwrap();
+                serde_json::to_vec(&results).unwrap()
+            })
+        });
+    }
+    group.finish();
 }
 
 fn token_resolution(c: &mut Criterion) {
@@ -430,6 +454,7 @@ fn delivery_log_append(c: &mut Criterion) {
 criterion_group!(
     micro,
     permission_check,
+    batch_check,
     token_resolution,
     hmac_signing,
     envelope_serialization,

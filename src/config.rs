@@ -46,6 +46,18 @@ pub struct Config {
     pub log: LogConfig,
     /// The Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// Limits of the public API.
+    pub api: ApiConfig,
+}
+
+/// `[api]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Requests per second each bearer token may sustain on this node; 0 turns limits off.
+    pub rate_limit_per_second: u32,
+    /// Requests a token may make at once after a quiet spell; 0 means one second's worth.
+    pub rate_limit_burst: u32,
 }
 
 /// `[metrics]`.

@@ -30,6 +30,7 @@ use crate::dashboard;
 use crate::domain::change::Write;
 use crate::http::observe::observe;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
+use crate::http::rate_limit::{rate_limit, RateLimiter};
 use crate::http::routes::{self, fallback, openapi};
 use crate::http::tls::{ServerCertificate, TlsFileError};
 use crate::http::AppContext;
@@ -204,6 +205,19 @@ impl Application {
             document.components.as_ref().unwrap_or(&Default::default()),
         ));
         let document = web::Data::new(document);
+        let rate_limiter = RateLimiter::new(
+            config.api.rate_limit_per_second,
+            config.api.rate_limit_burst,
+        )
+        .map(web::Data::new);
+        match &rate_limiter {
+            Some(_) => tracing::info!(
+                per_second = config.api.rate_limit_per_second,
+                burst = config.api.rate_limit_burst,
+                "rate limits on, per token on this node"
+            ),
+            None => tracing::info!("rate limits off (api.rate_limit_per_second = 0)"),
+        }
 
         let listener = TcpListener::bind(&config.server.listen)?;
         let address = listener.local_addr()?;
@@ -212,7 +226,9 @@ impl Application {
                 .app_data(context.clone())
                 .app_data(document.clone())
                 .app_data(event_types.clone())
+                .app_data(rate_limiter.clone())
                 .wrap(ErrorHandlers::new().default_handler(ensure_problem_body))
+                .wrap(from_fn(rate_limit))
                 .wrap(from_fn(observe))
                 .into_utoipa_app()
                 .configure(routes::configure)

@@ -2,6 +2,8 @@
 //! order: 404 membership, 404 resource, 403 permission, 402 plan, 412
 //! precondition, 400 validation, 403 escalation/immutability, 409/422.
 
+use std::collections::BTreeMap;
+
 use crate::domain::error::ApiError;
 use crate::domain::org_state::OrgState;
 use crate::domain::organization::Plan;
@@ -36,6 +38,35 @@ pub fn caller_permissions(state: &OrgState, caller: Caller) -> Result<Permission
             .permissions_of(user)
             .ok_or(ApiError::NotFound("organization")),
     }
+}
+
+/// At most this many keys per batch check.
+pub const CHECK_LIMIT: usize = 100;
+
+/// The batch check: for each distinct key of `keys`, whether `user` holds
+/// it, through [`OrgState::permissions_of`] like every request's check.
+/// 404 when `user` is not a member, then 400 for an empty or too long list
+/// or unknown keys.
+pub fn check_keys(
+    state: &OrgState,
+    user: UserId,
+    keys: &[String],
+) -> Result<BTreeMap<&'static str, bool>, ApiError> {
+    let held = state
+        .permissions_of(user)
+        .ok_or(ApiError::NotFound("member"))?;
+    if keys.is_empty() || keys.len() > CHECK_LIMIT {
+        return Err(ApiError::invalid(
+            "permissions",
+            format!("must list 1 to {CHECK_LIMIT} permission keys"),
+        ));
+    }
+    let asked =
+        PermissionSet::parse(keys).map_err(|unknown| ApiError::UnknownPermission(unknown.0))?;
+    Ok(asked
+        .iter()
+        .map(|key| (key.key(), held.contains(key)))
+        .collect())
 }
 
 /// 403 FORBIDDEN unless `held` contains `needed`.

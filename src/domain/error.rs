@@ -116,6 +116,10 @@ pub enum ApiError {
     /// I/O failure, database unreachable); nothing was changed.
     #[error("storage is unavailable; nothing was changed, try again shortly")]
     StorageUnavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The token's requests are over `api.rate_limit_per_second`; nothing
+    /// was done. Carries the seconds until the next request is allowed.
+    #[error("too many requests with this token; try again in {0} s")]
+    RateLimited(u64),
     /// Something failed inside the service; the cause is logged, not returned.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -174,6 +178,7 @@ impl ApiError {
             RoleInUse(_) => "ROLE_IN_USE",
             UnknownRole => "UNKNOWN_ROLE",
             StorageUnavailable(_) => "STORAGE_UNAVAILABLE",
+            RateLimited(_) => "RATE_LIMITED",
             Internal(_) => "INTERNAL",
         }
     }

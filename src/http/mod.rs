@@ -7,6 +7,7 @@ pub mod observe;
 pub mod org_routes;
 pub mod paging;
 pub mod problem;
+pub mod rate_limit;
 pub mod request_id;
 pub mod route_table;
 pub mod route_template;

@@ -77,6 +77,7 @@ pub fn status_of(error: &ApiError) -> StatusCode {
         UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         RoleInUse(_) | UnknownRole | UnknownReference(..) => StatusCode::UNPROCESSABLE_ENTITY,
         StorageUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
         Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -146,6 +147,11 @@ impl ResponseError for ApiError {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            }
+            ApiError::RateLimited(seconds) => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(*seconds));
             }
             _ => {}
         }

@@ -29,6 +29,7 @@ mod members;
 mod observability;
 mod openapi;
 mod postgres;
+mod rate_limits;
 mod receiver_example;
 mod resources_access;
 mod resources_bad_input;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::domain::commands::roles::parse_permissions;
+use crate::domain::access::{check_keys, CHECK_LIMIT};
 use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
 use crate::domain::member::Membership;
@@ -22,9 +22,6 @@ use crate::http::problem::Problem;
 use crate::http::route_table::{MEMBER_PERMISSIONS, MY_PERMISSIONS, PERMISSIONS_CHECK};
 use crate::ids::{RoleId, UserId};
 use crate::time::Timestamp;
-
-/// At most this many keys per check.
-pub const CHECK_LIMIT: usize = 100;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -72,12 +69,16 @@ impl EffectivePermissions {
 pub struct CheckRequest {
     /// Whose permissions to check (default: the caller); checking another
     /// member needs `org:team:read`.
-    #[schema(value_type = String, format = Uuid, required = false)]
+    #[schema(schema_with = crate::http::schema::fields::user_id, required = false)]
     #[serde(default, deserialize_with = "non_null")]
     user_id: Option<String>,
     /// 1 to 100 keys of the catalog.
-    #[schema(value_type = Vec<String>, min_items = 1, max_items = 100)]
+    #[schema(schema_with = checked_keys_schema)]
     permissions: Vec<String>,
+}
+
+fn checked_keys_schema() -> utoipa::openapi::Schema {
+    crate::http::schema::fields::checked_permission_keys(CHECK_LIMIT)
 }
 
 /// The answer of a check: each key asked, and whether it is held.
@@ -135,20 +136,6 @@ async fn check_permissions(
         None => access.user,
     };
     access.allow_on(PERMISSIONS_CHECK, target)?;
-    let held = access
-        .state
-        .permissions_of(target)
-        .ok_or(ApiError::NotFound("member"))?;
-    if body.permissions.is_empty() || body.permissions.len() > CHECK_LIMIT {
-        return Err(ApiError::invalid(
-            "permissions",
-            "must list 1 to 100 permission keys",
-        ));
-    }
-    let asked = parse_permissions(&body.permissions)?;
-    let results = asked
-        .iter()
-        .map(|key| (key.key(), held.contains(key)))
-        .collect();
+    let results = check_keys(&access.state, target, &body.permissions)?;
     Ok(HttpResponse::Ok().json(CheckResults { results }))
 }

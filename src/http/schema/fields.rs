@@ -177,6 +177,16 @@ pub fn permission_keys() -> Schema {
         .into()
 }
 
+/// 1 to `max` permission keys of the catalog (a batch check).
+pub fn checked_permission_keys(max: usize) -> Schema {
+    ArrayBuilder::new()
+        .items(one_of_strings(Permission::ALL.iter().map(|p| p.key())))
+        .min_items(Some(1))
+        .max_items(Some(max))
+        .description(Some("keys of the catalog (GET /permissions)"))
+        .into()
+}
+
 /// Event ids a webhook can subscribe to (every event but `test.preflight`).
 pub fn event_ids() -> Schema {
     let ids = EventKind::ALL

@@ -1,0 +1,270 @@
+//! Per-token rate limits (`api.rate_limit_per_second`, `api.rate_limit_burst`):
+//! a token bucket per bearer token, kept on this node. Over the limit a
+//! request is answered 429 RATE_LIMITED with `Retry-After` before any handler
+//! runs, so nothing changes; every limited answer carries the IETF
+//! `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` fields.
+//! Probes and metrics (`/healthz`, `/readyz`, `/metrics`) and requests
+//! without a bearer token are not limited; webhook deliveries never pass here.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+use actix_web::body::{EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{web, ResponseError};
+
+use crate::domain::error::ApiError;
+
+/// Shards of the bucket map, so that workers rarely wait on one lock.
+const SHARDS: usize = 16;
+/// Past this many buckets in a shard, full ones (the same as none) are dropped.
+const SHARD_SOFT_LIMIT: usize = 4096;
+/// Paths that are never limited: what load balancers and scrapers probe.
+const EXEMPT: &[&str] = &["/healthz", "/readyz", "/metrics"];
+
+/// One token's bucket: how many requests it may still make, as of `at`.
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// The answer for one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether the request may run.
+    pub allowed: bool,
+    /// `RateLimit-Limit`: the burst.
+    pub limit: u32,
+    /// `RateLimit-Remaining`: requests that may follow at once.
+    pub remaining: u32,
+    /// `RateLimit-Reset`: seconds until the bucket is full again.
+    pub reset_secs: u64,
+    /// `Retry-After` of a refusal: seconds until one request is allowed.
+    pub retry_after_secs: u64,
+}
+
+/// The buckets of every token seen on this node.
+pub struct RateLimiter {
+    per_second: f64,
+    burst: f64,
+    limit: u32,
+    keys: std::hash::RandomState,
+    shards: Vec<Mutex<HashMap<u64, Bucket>>>,
+    /// [`SHARD_SOFT_LIMIT`], smaller in tests.
+    soft_limit: usize,
+}
+
+impl RateLimiter {
+    /// A limiter of `per_second` sustained and `burst` at once (0: one
+    /// second's worth); `None` when `per_second` is 0, which turns limits off.
+    pub fn new(per_second: u32, burst: u32) -> Option<Self> {
+        if per_second == 0 {
+            return None;
+        }
+        let limit = if burst == 0 { per_second } else { burst };
+        Some(RateLimiter {
+            per_second: f64::from(per_second),
+            burst: f64::from(limit),
+            limit,
+            keys: std::hash::RandomState::new(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            soft_limit: SHARD_SOFT_LIMIT,
+        })
+    }
+
+    /// Takes one request from `token`'s bucket at `now`, if it has one.
+    pub fn take(&self, token: &[u8], now: Instant) -> Verdict {
+        let key = self.keys.hash_one(token);
+        let shard = &self.shards[(key % SHARDS as u64) as usize];
+        let mut buckets = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        if buckets.len() >= self.soft_limit && !buckets.contains_key(&key) {
+            buckets.retain(|_, bucket| self.refilled(*bucket, now) < self.burst);
+        }
+        let bucket = buckets.entry(key).or_insert(Bucket {
+            tokens: self.burst,
+            at: now,
+        });
+        let mut tokens = self.refilled(*bucket, now);
+        let allowed = tokens >= 1.0;
+        if allowed {
+            tokens -= 1.0;
+        }
+        *bucket = Bucket { tokens, at: now };
+        drop(buckets);
+        let seconds = |missing: f64| (missing.max(0.0) / self.per_second).ceil() as u64;
+        Verdict {
+            allowed,
+            limit: self.limit,
+            remaining: tokens.floor() as u32,
+            reset_secs: seconds(self.burst - tokens),
+            retry_after_secs: if allowed {
+                0
+            } else {
+                seconds(1.0 - tokens).max(1)
+            },
+        }
+    }
+
+    /// The bucket's tokens at `now`, refilled since it was last used.
+    fn refilled(&self, bucket: Bucket, now: Instant) -> f64 {
+        let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
+        (bucket.tokens + elapsed * self.per_second).min(self.burst)
+    }
+}
+
+/// The bearer token of a request, if it has one.
+fn bearer(req: &ServiceRequest) -> Option<&[u8]> {
+    let value = req.headers().get(header::AUTHORIZATION)?.as_bytes();
+    let (scheme, token) = value.split_at_checked(7)?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer ")
+        .then_some(token)
+        .filter(|t| !t.is_empty())
+}
+
+fn set_headers(headers: &mut HeaderMap, verdict: Verdict) {
+    for (name, value) in [
+        ("ratelimit-limit", u64::from(verdict.limit)),
+        ("ratelimit-remaining", u64::from(verdict.remaining)),
+        ("ratelimit-reset", verdict.reset_secs),
+    ] {
+        headers.insert(HeaderName::from_static(name), HeaderValue::from(value));
+    }
+}
+
+/// Middleware body (for `actix_web::middleware::from_fn`): a no-op unless
+/// the app data holds `Some` [`RateLimiter`].
+pub async fn rate_limit(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
+    let limiter = req
+        .app_data::<Option<web::Data<RateLimiter>>>()
+        .and_then(Option::as_ref);
+    let verdict = match limiter {
+        Some(limiter) if !EXEMPT.contains(&req.path()) => {
+            bearer(&req).map(|token| limiter.take(token, Instant::now()))
+        }
+        _ => None,
+    };
+    let Some(verdict) = verdict else {
+        return Ok(next.call(req).await?.map_into_left_body());
+    };
+    if !verdict.allowed {
+        let mut refusal = ApiError::RateLimited(verdict.retry_after_secs).error_response();
+        set_headers(refusal.headers_mut(), verdict);
+        return Ok(req.into_response(refusal).map_into_right_body());
+    }
+    let mut response = next.call(req).await?;
+    set_headers(response.headers_mut(), verdict);
+    Ok(response.map_into_left_body())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn limiter(per_second: u32, burst: u32) -> RateLimiter {
+        let Some(limiter) = RateLimiter::new(per_second, burst) else {
+            panic!("a limit above 0 is on");
+        };
+        limiter
+    }
+
+    #[test]
+    fn zero_per_second_is_off() {
+        assert!(RateLimiter::new(0, 200).is_none());
+    }
+
+    #[test]
+    fn a_burst_then_refusals_then_a_refill() {
+        let limiter = limiter(2, 3);
+        let start = Instant::now();
+        let remaining: Vec<u32> = (0..3)
+            .map(|_| limiter.take(b"a", start))
+            .map(|v| {
+                assert!(v.allowed);
+                assert_eq!(v.limit, 3);
+                v.remaining
+            })
+            .collect();
+        assert_eq!(remaining, [2, 1, 0]);
+        let refused = limiter.take(b"a", start);
+        assert_eq!(
+            refused,
+            Verdict {
+                allowed: false,
+                limit: 3,
+                remaining: 0,
+                reset_secs: 2,
+                retry_after_secs: 1
+            }
+        );
+        // Another token has its own bucket.
+        assert!(limiter.take(b"b", start).allowed);
+        // Half a second refills one request at 2 per second.
+        let later = start + Duration::from_millis(500);
+        let again = limiter.take(b"a", later);
+        assert!(again.allowed);
+        assert_eq!(again.remaining, 0);
+        assert!(!limiter.take(b"a", later).allowed);
+        // A quiet spell refills up to the burst, never past it.
+        let full = limiter.take(b"a", later + Duration::from_secs(60));
+        assert_eq!(
+            (full.allowed, full.remaining, full.reset_secs),
+            (true, 2, 1)
+        );
+    }
+
+    #[test]
+    fn burst_zero_means_one_seconds_worth() {
+        let limiter = limiter(5, 0);
+        let now = Instant::now();
+        let verdicts: Vec<bool> = (0..6).map(|_| limiter.take(b"t", now).allowed).collect();
+        assert_eq!(verdicts, [true, true, true, true, true, false]);
+        assert_eq!(limiter.take(b"t", now).retry_after_secs, 1);
+    }
+
+    #[test]
+    fn a_slow_refill_says_how_long_to_wait() {
+        let limiter = limiter(1, 1);
+        let now = Instant::now();
+        assert!(limiter.take(b"t", now).allowed);
+        let refused = limiter.take(b"t", now + Duration::from_millis(100));
+        assert!(!refused.allowed);
+        assert_eq!(refused.retry_after_secs, 1);
+    }
+
+    #[test]
+    fn full_buckets_are_dropped_when_a_shard_fills() {
+        let mut limiter = limiter(1000, 1000);
+        limiter.soft_limit = 8;
+        let now = Instant::now();
+        let size = |limiter: &RateLimiter| -> usize {
+            limiter
+                .shards
+                .iter()
+                .map(|s| s.lock().map(|m| m.len()).unwrap_or(0))
+                .sum()
+        };
+        // Buckets in use are kept, whatever their number.
+        for i in 0..(SHARDS * 16) as u64 {
+            limiter.take(&i.to_le_bytes(), now);
+        }
+        assert_eq!(size(&limiter), SHARDS * 16);
+        // Once they are full again, new tokens push them out: only the
+        // 1,000 new ones (in use) are left.
+        let later = now + Duration::from_secs(5);
+        for i in 0..1000u64 {
+            limiter.take(&(i + 1_000_000).to_le_bytes(), later);
+        }
+        assert_eq!(size(&limiter), 1000);
+    }
+}
