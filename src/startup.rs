@@ -30,7 +30,7 @@ use crate::dashboard;
 use crate::domain::change::Write;
 use crate::http::observe::observe;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
-use crate::http::rate_limit::{rate_limit, RateLimiter};
+use crate::http::rate_limit::RateLimiter;
 use crate::http::routes::{self, fallback, openapi};
 use crate::http::tls::{ServerCertificate, TlsFileError};
 use crate::http::AppContext;
@@ -183,6 +183,18 @@ impl Application {
             accounts.clone(),
             config.actors.org_idle_timeout(),
         );
+        let rate_limiter = RateLimiter::new(
+            config.api.rate_limit_per_second,
+            config.api.rate_limit_burst,
+        );
+        match &rate_limiter {
+            Some(_) => tracing::info!(
+                per_second = config.api.rate_limit_per_second,
+                burst = config.api.rate_limit_burst,
+                "rate limits on, per token on this node"
+            ),
+            None => tracing::info!("rate limits off (api.rate_limit_per_second = 0)"),
+        }
         let context = web::Data::new(AppContext {
             store: store.clone(),
             account_changes: Accounts::new(accounts.clone(), commit.clone()),
@@ -199,25 +211,13 @@ impl Application {
             admin_token_sha256,
             metrics_token_sha256: Some(config.metrics.token.digest())
                 .filter(|_| !config.metrics.token.expose().is_empty()),
+            rate_limiter,
         });
         let document = openapi::document();
         let event_types = web::Data::new(crate::http::schema::events::catalog(
             document.components.as_ref().unwrap_or(&Default::default()),
         ));
         let document = web::Data::new(document);
-        let rate_limiter = RateLimiter::new(
-            config.api.rate_limit_per_second,
-            config.api.rate_limit_burst,
-        )
-        .map(web::Data::new);
-        match &rate_limiter {
-            Some(_) => tracing::info!(
-                per_second = config.api.rate_limit_per_second,
-                burst = config.api.rate_limit_burst,
-                "rate limits on, per token on this node"
-            ),
-            None => tracing::info!("rate limits off (api.rate_limit_per_second = 0)"),
-        }
 
         let listener = TcpListener::bind(&config.server.listen)?;
         let address = listener.local_addr()?;
@@ -226,9 +226,7 @@ impl Application {
                 .app_data(context.clone())
                 .app_data(document.clone())
                 .app_data(event_types.clone())
-                .app_data(rate_limiter.clone())
                 .wrap(ErrorHandlers::new().default_handler(ensure_problem_body))
-                .wrap(from_fn(rate_limit))
                 .wrap(from_fn(observe))
                 .into_utoipa_app()
                 .configure(routes::configure)

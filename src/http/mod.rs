@@ -70,6 +70,8 @@ pub struct AppContext {
     pub admin_token_sha256: [u8; 32],
     /// SHA-256 of the token `/metrics` requires, when one is configured.
     pub metrics_token_sha256: Option<[u8; 32]>,
+    /// Per-token rate limits; `None` when `api.rate_limit_per_second` is 0.
+    pub rate_limiter: Option<crate::http::rate_limit::RateLimiter>,
 }
 
 impl AppContext {

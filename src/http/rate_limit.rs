@@ -1,7 +1,8 @@
 //! Per-token rate limits (`api.rate_limit_per_second`, `api.rate_limit_burst`):
-//! a token bucket per bearer token, kept on this node. Over the limit a
-//! request is answered 429 RATE_LIMITED with `Retry-After` before any handler
-//! runs, so nothing changes; every limited answer carries the IETF
+//! a token bucket per bearer token, kept on this node. The outermost
+//! middleware ([`observe`](crate::http::observe::observe)) judges each request
+//! first: over the limit it is answered 429 RATE_LIMITED with `Retry-After`
+//! before any handler runs, so nothing changes; every limited answer carries the IETF
 //! `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset` fields.
 //! Probes and metrics (`/healthz`, `/readyz`, `/metrics`) and requests
 //! without a bearer token are not limited; webhook deliveries never pass here.
@@ -11,11 +12,9 @@ use std::hash::BuildHasher;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use actix_web::body::{EitherBody, MessageBody};
-use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::dev::ServiceRequest;
 use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use actix_web::middleware::Next;
-use actix_web::{web, ResponseError};
+use actix_web::{HttpResponse, ResponseError};
 
 use crate::domain::error::ApiError;
 
@@ -127,42 +126,35 @@ fn bearer(req: &ServiceRequest) -> Option<&[u8]> {
         .filter(|t| !t.is_empty())
 }
 
-fn set_headers(headers: &mut HeaderMap, verdict: Verdict) {
-    for (name, value) in [
-        ("ratelimit-limit", u64::from(verdict.limit)),
-        ("ratelimit-remaining", u64::from(verdict.remaining)),
-        ("ratelimit-reset", verdict.reset_secs),
-    ] {
-        headers.insert(HeaderName::from_static(name), HeaderValue::from(value));
+impl RateLimiter {
+    /// The verdict on `req`: `None` when it is not limited (a probe, the
+    /// metrics, or no bearer token).
+    pub fn judge(&self, req: &ServiceRequest) -> Option<Verdict> {
+        if EXEMPT.contains(&req.path()) {
+            return None;
+        }
+        bearer(req).map(|token| self.take(token, Instant::now()))
     }
 }
 
-/// Middleware body (for `actix_web::middleware::from_fn`): a no-op unless
-/// the app data holds `Some` [`RateLimiter`].
-pub async fn rate_limit(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, actix_web::Error> {
-    let limiter = req
-        .app_data::<Option<web::Data<RateLimiter>>>()
-        .and_then(Option::as_ref);
-    let verdict = match limiter {
-        Some(limiter) if !EXEMPT.contains(&req.path()) => {
-            bearer(&req).map(|token| limiter.take(token, Instant::now()))
-        }
-        _ => None,
-    };
-    let Some(verdict) = verdict else {
-        return Ok(next.call(req).await?.map_into_left_body());
-    };
-    if !verdict.allowed {
-        let mut refusal = ApiError::RateLimited(verdict.retry_after_secs).error_response();
-        set_headers(refusal.headers_mut(), verdict);
-        return Ok(req.into_response(refusal).map_into_right_body());
+impl Verdict {
+    /// The 429 answer of a refused request.
+    pub fn refusal(self) -> HttpResponse {
+        let mut refusal = ApiError::RateLimited(self.retry_after_secs).error_response();
+        self.set_headers(refusal.headers_mut());
+        refusal
     }
-    let mut response = next.call(req).await?;
-    set_headers(response.headers_mut(), verdict);
-    Ok(response.map_into_left_body())
+
+    /// Adds the IETF RateLimit fields.
+    pub fn set_headers(self, headers: &mut HeaderMap) {
+        for (name, value) in [
+            ("ratelimit-limit", u64::from(self.limit)),
+            ("ratelimit-remaining", u64::from(self.remaining)),
+            ("ratelimit-reset", self.reset_secs),
+        ] {
+            headers.insert(HeaderName::from_static(name), HeaderValue::from(value));
+        }
+    }
 }
 
 #[cfg(test)]
