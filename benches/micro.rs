@@ -118,6 +118,7 @@ fn auth_fixture() -> AuthFixture {
         .map(|i| {
             let user = &users[i * 97];
             Membership {
+                role_expires_at: None,
                 organization_id: org.id,
                 user_id: user.id,
                 email: user.email.clone(),
@@ -253,6 +254,7 @@ fn envelope_serialization(c: &mut Criterion) {
     let org = OrgId::generate();
     // `member.added`: its data is the membership's REST representation.
     let membership = Membership {
+        role_expires_at: None,
         organization_id: org,
         user_id: UserId::generate(),
         email: "someone.with.a.longer.address@example.com".into(),

@@ -269,9 +269,17 @@ impl WebhookConfig {
 pub struct ActorConfig {
     /// Idle time after which an organization actor stops, in milliseconds.
     pub org_idle_timeout_ms: u64,
+    /// How often expired role assignments are looked for and recorded, in
+    /// milliseconds (enforcement does not wait for it).
+    pub role_expiry_sweep_ms: u64,
 }
 
 impl ActorConfig {
+    /// The role-expiry sweep interval (at least 10 ms).
+    pub fn role_expiry_sweep(&self) -> Duration {
+        Duration::from_millis(self.role_expiry_sweep_ms.max(10))
+    }
+
     /// The idle timeout as a duration (at least 10 ms).
     pub fn org_idle_timeout(&self) -> Duration {
         Duration::from_millis(self.org_idle_timeout_ms.max(10))

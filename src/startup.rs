@@ -23,6 +23,7 @@ use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
 use crate::actors::messages::{AttemptFinished, Deliver, Drain};
 use crate::actors::registry::Registry;
+use crate::actors::role_expiry::RoleExpiry;
 use crate::actors::shared::ReleaseLeases;
 use crate::commit::{Commit, CommitPath};
 use crate::config::Config;
@@ -81,6 +82,8 @@ pub struct Application {
     certificate: Option<Arc<ServerCertificate>>,
     /// The delivery threads, stopped after the dispatcher drained.
     workers: Vec<Arbiter>,
+    /// Records expired role assignments; held so that it runs as long as the server.
+    _role_expiry: Addr<RoleExpiry>,
 }
 
 impl Application {
@@ -183,6 +186,12 @@ impl Application {
             accounts.clone(),
             config.actors.org_idle_timeout(),
         );
+        let role_expiry = RoleExpiry::new(
+            commit.clone(),
+            registry.clone(),
+            config.actors.role_expiry_sweep(),
+        )
+        .start();
         let rate_limiter = RateLimiter::new(
             config.api.rate_limit_per_second,
             config.api.rate_limit_burst,
@@ -267,6 +276,7 @@ impl Application {
             log,
             certificate,
             workers,
+            _role_expiry: role_expiry,
         })
     }
 

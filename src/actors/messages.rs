@@ -35,6 +35,8 @@ pub enum OrgCommand {
     RotateWebhook,
     /// Remove the endpoint.
     DeleteWebhook,
+    /// Record the fall-back of a member's expired role assignment.
+    ExpireRole(UserId),
 }
 
 /// Asks an organization actor to run a command; answers once the change is

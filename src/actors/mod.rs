@@ -17,4 +17,5 @@ pub mod log_lengths;
 pub mod messages;
 pub mod organization;
 pub mod registry;
+pub mod role_expiry;
 pub mod shared;

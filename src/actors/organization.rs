@@ -20,6 +20,7 @@ use crate::domain::org_state::OrgState;
 use crate::ids::OrgId;
 use crate::state::accounts::AccountTable;
 use crate::storage::StoreError;
+use crate::time::Timestamp;
 use crate::webhooks::signing::new_secret;
 
 /// Called when the actor stops for idleness, so whoever started it can
@@ -82,6 +83,7 @@ fn decide(state: &OrgState, users: &AccountTable, msg: &Mutate) -> Result<Change
         OrgCommand::SaveWebhook(test) => webhooks::save_webhook(state, caller, needs, test),
         OrgCommand::RotateWebhook => webhooks::rotate_webhook(state, caller, needs, new_secret()),
         OrgCommand::DeleteWebhook => webhooks::delete_webhook(state, caller, needs),
+        OrgCommand::ExpireRole(user) => members::expire_role(state, *user, Timestamp::now()),
     }
 }
 

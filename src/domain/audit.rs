@@ -29,6 +29,8 @@ pub enum AuditAction {
     MemberRoleChanged,
     #[serde(rename = "member.removed")]
     MemberRemoved,
+    #[serde(rename = "member.role_expired")]
+    MemberRoleExpired,
     #[serde(rename = "webhook.saved")]
     WebhookSaved,
     #[serde(rename = "webhook.rotated")]
@@ -52,6 +54,7 @@ impl AuditAction {
             AuditAction::MemberAdded => "member.added",
             AuditAction::MemberRoleChanged => "member.role_changed",
             AuditAction::MemberRemoved => "member.removed",
+            AuditAction::MemberRoleExpired => "member.role_expired",
             AuditAction::WebhookSaved => "webhook.saved",
             AuditAction::WebhookRotated => "webhook.rotated",
             AuditAction::WebhookDeleted => "webhook.deleted",
@@ -192,7 +195,7 @@ mod tests {
 
     #[test]
     fn an_actions_stored_name_is_its_published_name() {
-        let all: [AuditAction; 13] = [
+        let all: [AuditAction; 14] = [
             OrganizationCreated,
             OrganizationRenamed,
             OrganizationPlanChanged,
@@ -202,6 +205,7 @@ mod tests {
             MemberAdded,
             MemberRoleChanged,
             MemberRemoved,
+            MemberRoleExpired,
             WebhookSaved,
             WebhookRotated,
             WebhookDeleted,

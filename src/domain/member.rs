@@ -21,6 +21,12 @@ pub struct Membership {
     pub joined_at: Timestamp,
     /// When the membership last changed.
     pub updated_at: Timestamp,
+    /// When the role assignment ends and the membership falls back to the
+    /// Member role; never on Owner. Stored beside the membership, not in
+    /// its encoded value (sled: a tree of its own, so memberships written by
+    /// earlier builds read unchanged; PostgreSQL: a column).
+    #[serde(skip)]
+    pub role_expires_at: Option<Timestamp>,
 }
 
 impl Membership {
@@ -32,6 +38,7 @@ impl Membership {
             email: self.email.clone(),
             role_id: self.role_id,
             role_name: role_name.to_owned(),
+            role_expires_at: self.role_expires_at,
             joined_at: self.joined_at,
             updated_at: self.updated_at,
         }
@@ -51,6 +58,9 @@ pub struct MembershipView {
     pub role_id: RoleId,
     /// The role's current name.
     pub role_name: String,
+    /// When the role assignment ends (the member then holds Member); null
+    /// when it does not.
+    pub role_expires_at: Option<Timestamp>,
     /// When the user joined.
     pub joined_at: Timestamp,
     /// When the membership last changed.

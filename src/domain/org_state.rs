@@ -15,6 +15,7 @@ use crate::domain::permissions::PermissionSet;
 use crate::domain::role::{Role, RoleView};
 use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{OrgId, RoleId, UserId};
+use crate::time::Timestamp;
 
 /// One change to an organization's state; the same value drives the storage
 /// write and the in-memory update, so the two cannot disagree.
@@ -98,12 +99,51 @@ impl OrgState {
     }
 
     /// The caller's effective permissions, or `None` when not a member.
+    /// An expired role assignment counts as Member from its very instant,
+    /// before the fall-back is recorded.
     #[inline]
     pub fn permissions_of(&self, user: UserId) -> Option<PermissionSet> {
         let member = self.members.get(&user)?;
         self.roles
-            .get(&member.role_id)
+            .get(&self.role_in_force(member))
             .map(|role| Self::role_permissions(role))
+    }
+
+    /// The role `member` holds now: Member once their assignment expired.
+    #[inline]
+    pub fn role_in_force(&self, member: &Membership) -> RoleId {
+        match member.role_expires_at {
+            Some(at) if at <= Timestamp::now() => {
+                self.member_role().map_or(member.role_id, |r| r.id)
+            }
+            _ => member.role_id,
+        }
+    }
+
+    /// `member` as it stands once its expired assignment fell back to the
+    /// Member role; `None` while the assignment runs (or never ends).
+    pub fn fallen_back(&self, member: &Membership, now: Timestamp) -> Option<Membership> {
+        let at = member.role_expires_at.filter(|at| *at <= now)?;
+        let fallback = self.member_role()?;
+        Some(Membership {
+            role_id: fallback.id,
+            role_expires_at: None,
+            updated_at: at,
+            ..member.clone()
+        })
+    }
+
+    /// The built-in Member role, which expired assignments fall back to.
+    pub fn member_role(&self) -> Option<&Arc<Role>> {
+        self.roles.values().find(|r| r.is_system && !r.is_immutable)
+    }
+
+    /// The earliest end of a role assignment, if any will end.
+    pub fn next_role_expiry(&self) -> Option<Timestamp> {
+        self.members
+            .values()
+            .filter_map(|m| m.role_expires_at)
+            .min()
     }
 
     /// The Owner role.
@@ -128,8 +168,11 @@ impl OrgState {
         role.view(self.member_count(role.id))
     }
 
-    /// The REST representation of a membership.
+    /// The REST representation of a membership, as it stands now (an
+    /// expired assignment shows as Member).
     pub fn member_view(&self, member: &Membership) -> MembershipView {
+        let fallen = self.fallen_back(member, Timestamp::now());
+        let member = fallen.as_ref().unwrap_or(member);
         let role_name = self
             .roles
             .get(&member.role_id)

@@ -28,8 +28,10 @@ use crate::domain::error::ApiError;
 use crate::domain::org_state::OrgState;
 use crate::domain::resources::Resource;
 use crate::domain::user::{TokenRecord, User};
+use crate::ids::UserId;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::SealingKey;
+use crate::time::Timestamp;
 
 pub use self::postgres::{Import, PgStore};
 pub use self::sealed::Rekeyed;
@@ -543,6 +545,18 @@ impl Store {
         match self {
             Store::Sled(store) => store.resource_page(org, before, limit, parent),
             Store::Postgres(store) => store.resource_page(org, before, limit, parent).await,
+        }
+    }
+
+    /// Every (organization, member) whose role assignment ended by `now`:
+    /// what the expiry sweep records as fall-backs (perhaps not all at once).
+    pub async fn due_role_expiries(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<(OrgId, UserId)>, StoreError> {
+        match self {
+            Store::Sled(store) => store.due_role_expiries(now),
+            Store::Postgres(store) => store.due_role_expiries(now).await,
         }
     }
 

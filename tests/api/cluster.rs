@@ -148,8 +148,8 @@ async fn three_nodes(databases: &crate::engines::Databases, start: Start) {
     });
     assert_eq!(
         (versions, hashes),
-        (3, 1),
-        "one row per schema version (3), one admin token"
+        (4, 1),
+        "one row per schema version (4), one admin token"
     );
 }
 

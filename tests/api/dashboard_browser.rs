@@ -309,6 +309,38 @@ async fn invite(session: &Session, app: &TestApp, fx: &Fixture, role_id: &str) {
     session
         .wait_text(&format!("{row} .role-name"), "Now: Release manager")
         .await;
+
+    // Release manager for three days, then Member: "Set an end".
+    click(session, &format!("{row} details.expiry summary")).await;
+    let bob_id = session
+        .attribute(&session.wait_for(row).await, "data-user-id")
+        .await
+        .expect("row has the user id");
+    session
+        .execute(
+            "const input = document.getElementById(arguments[0]); \
+             const at = Date.now() + 3 * 864e5 - new Date().getTimezoneOffset() * 6e4; \
+             input.value = new Date(at).toISOString().slice(0, 16);",
+            vec![json!(format!("expires-for-{bob_id}"))],
+        )
+        .await;
+    click(session, &format!("{row} .expiry-save")).await;
+    status(session, "bob@acme.example holds Release manager until").await;
+    session
+        .wait_text(&format!("{row} .role-expiry"), "then Member")
+        .await;
+    let bob = app
+        .get(&fx.path(&format!("/members/{bob_id}")), &fx.owner_token)
+        .await
+        .expect(200)
+        .json();
+    let ends = bob["role_expires_at"].as_str().expect("an end was set");
+    let ends = rolecall::time::Timestamp::parse_rfc3339(ends).expect("RFC 3339");
+    let ahead = ends.millis() - rolecall::time::Timestamp::now().millis();
+    assert!(
+        (2 * 86_400_000..=3 * 86_400_000).contains(&ahead),
+        "three days ahead, to the minute: {ahead} ms"
+    );
     capture(session, "members").await;
 
     // A role with members cannot be deleted: the 422 in words.
@@ -436,6 +468,11 @@ async fn change_bobs_role_to_member(session: &Session, app: &TestApp, fx: &Fixtu
         .expect(200)
         .json();
     assert_eq!(member["role_id"], json!(fx.member_role));
+    assert_eq!(
+        member["role_expires_at"],
+        Value::Null,
+        "a new role runs until changed"
+    );
     user_id
 }
 
@@ -666,7 +703,7 @@ async fn audit_log(session: &Session) {
     session
         .wait_for("#filter-action option[value=\"webhook.recovered\"]")
         .await;
-    assert_eq!(session.find_all("#filter-action option").await.len(), 14);
+    assert_eq!(session.find_all("#filter-action option").await.len(), 15);
     // Two recoveries, newest first: the one that found nothing, then carol's.
     let recovered = session
         .execute(

@@ -36,6 +36,7 @@ mod resources_bad_input;
 mod resources_events;
 mod resources_transitions;
 mod restart;
+mod role_expiry;
 mod roles;
 mod secrets_at_rest;
 mod smoke;

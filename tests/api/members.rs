@@ -57,6 +57,7 @@ fn assert_membership(
             "email",
             "joined_at",
             "organization_id",
+            "role_expires_at",
             "role_id",
             "role_name",
             "updated_at",

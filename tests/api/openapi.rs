@@ -407,6 +407,7 @@ async fn openapi_publishes_every_audit_action() {
             "member.added",
             "member.role_changed",
             "member.removed",
+            "member.role_expired",
             "webhook.saved",
             "webhook.rotated",
             "webhook.deleted",

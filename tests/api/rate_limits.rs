@@ -135,3 +135,38 @@ async fn limits_are_off_by_default() {
         assert!(!has_rate_headers(&reply));
     }
 }
+
+/// Every operation a token calls documents the 429 and its `Retry-After`.
+#[actix_web::test]
+async fn the_document_says_where_a_429_may_come() {
+    let app = spawn_app().await;
+    let doc = app
+        .call(actix_web::http::Method::GET, "/openapi.json", None, None)
+        .await
+        .expect(200)
+        .json();
+    let mut secured = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            let needs_token = operation["security"]
+                .as_array()
+                .is_some_and(|s| !s.is_empty());
+            let limited = &operation["responses"]["429"];
+            if needs_token {
+                secured += 1;
+                assert!(
+                    limited["headers"]["Retry-After"].is_object(),
+                    "{method} {path}: {limited}"
+                );
+                assert_eq!(
+                    limited["content"]["application/problem+json"]["schema"]["$ref"],
+                    json!("#/components/schemas/Problem"),
+                    "{method} {path}"
+                );
+            } else {
+                assert!(limited.is_null(), "{method} {path} needs no token");
+            }
+        }
+    }
+    assert!(secured > 60, "{secured} operations take a token");
+}

@@ -1796,6 +1796,7 @@ async fn role_members_lists_exactly_the_roles_members() {
                 "email",
                 "role_id",
                 "role_name",
+                "role_expires_at",
                 "joined_at",
                 "updated_at"
             ]

@@ -13,6 +13,7 @@ use crate::domain::member::Membership;
 use crate::domain::names::fold;
 use crate::domain::org_state::{Edit, OrgState};
 use crate::domain::representation::representation;
+use crate::domain::role::Role;
 use crate::domain::user::User;
 use crate::ids::UserId;
 use crate::time::Timestamp;
@@ -33,12 +34,43 @@ struct AddMemberBody {
     #[serde(default, deserialize_with = "non_null")]
     email: Option<String>,
     role_id: String,
+    /// `null` and absent both mean "no expiry" here.
+    #[serde(default)]
+    role_expires_at: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ChangeRoleBody {
-    role_id: String,
+    #[serde(default, deserialize_with = "non_null")]
+    role_id: Option<String>,
+    /// Absent: unchanged (or none, with a new role); `null`: cleared; a
+    /// date-time: the new end. The one optional field where `null` means
+    /// something, hence the nested option.
+    #[serde(default, deserialize_with = "non_null")]
+    role_expires_at: Option<Option<String>>,
+}
+
+/// How far ahead a role assignment may end.
+pub const MAX_ROLE_TERM_MS: i64 = 365 * 24 * 60 * 60 * 1000;
+
+/// A client's `role_expires_at`: an RFC 3339 instant in the future, at most
+/// a year ahead, and never on the Owner role (so an expiry cannot leave an
+/// organization without an Owner).
+fn role_expiry(text: &str, role: &Role, now: Timestamp) -> Result<Timestamp, ApiError> {
+    const FIELD: &str = "role_expires_at";
+    let at = Timestamp::parse_client(text)
+        .ok_or_else(|| ApiError::invalid(FIELD, "must be an RFC 3339 date-time"))?;
+    if role.is_immutable {
+        return Err(ApiError::invalid(FIELD, "the Owner role cannot expire"));
+    }
+    if at <= now {
+        return Err(ApiError::invalid(FIELD, "must be in the future"));
+    }
+    if at.millis() - now.millis() > MAX_ROLE_TERM_MS {
+        return Err(ApiError::invalid(FIELD, "must be at most one year ahead"));
+    }
+    Ok(at)
 }
 
 fn existing_member(state: &OrgState, user: UserId) -> Result<&Membership, ApiError> {
@@ -103,12 +135,17 @@ pub fn add_member(
     };
     let user = user.ok_or(ApiError::NotFound("user"))?;
     let role = referenced_role(state, "role_id", &body.role_id)?;
+    let now = Timestamp::now();
+    let role_expires_at = body
+        .role_expires_at
+        .as_deref()
+        .map(|text| role_expiry(text, role, now))
+        .transpose()?;
     forbid_escalation(held, OrgState::role_permissions(role))?;
     if state.members.contains_key(&user.id) {
         return Err(ApiError::AlreadyMember);
     }
 
-    let now = Timestamp::now();
     let member = Membership {
         organization_id: state.id(),
         user_id: user.id,
@@ -116,6 +153,7 @@ pub fn add_member(
         role_id: role.id,
         joined_at: now,
         updated_at: now,
+        role_expires_at,
     };
     let view = member.view(&role.name);
     let data = representation(&view)?;
@@ -142,35 +180,99 @@ pub fn change_member_role(
     input: &Input,
 ) -> Result<Change, ApiError> {
     let held = caller_permissions(state, caller)?;
-    let member = existing_member(state, target)?;
+    let stored = existing_member(state, target)?;
     needs.check(held, caller, Some(target))?;
     let body: ChangeRoleBody = input.parse()?;
-    let role = referenced_role(state, "role_id", &body.role_id)?;
+    let now = Timestamp::now();
+    // An assignment that ran out is Member's already, whatever is stored.
+    let fallen = state.fallen_back(stored, now);
+    let member = fallen.as_ref().unwrap_or(stored);
+    let role = match &body.role_id {
+        Some(raw) => referenced_role(state, "role_id", raw)?,
+        None if body.role_expires_at.is_some() => state
+            .roles
+            .get(&member.role_id)
+            .map(|r| r.as_ref())
+            .ok_or(ApiError::UnknownRole)?,
+        None => return Err(ApiError::malformed("give role_id, role_expires_at or both")),
+    };
+    let role_expires_at = match &body.role_expires_at {
+        Some(Some(text)) => Some(role_expiry(text, role, now)?),
+        Some(None) => None,
+        // A new role is a new assignment: it runs until changed.
+        None if role.id != member.role_id => None,
+        None => member.role_expires_at,
+    };
     forbid_escalation(held, OrgState::role_permissions(role))?;
     forbid_acting_above(state, caller, held, member)?;
-    if member.role_id == role.id {
+    if member.role_id == role.id && member.role_expires_at == role_expires_at {
         return Ok(Change::none(Reply::Member(state.member_view(member))));
     }
-    if is_owner(state, member) && state.owner_count() <= 1 {
+    if role.id != member.role_id && is_owner(state, member) && state.owner_count() <= 1 {
         return Err(ApiError::MustHaveOwner);
     }
 
-    let now = Timestamp::now();
     let mut updated = member.clone();
     updated.role_id = role.id;
+    updated.role_expires_at = role_expires_at;
     updated.updated_at = now;
     let view = updated.view(&role.name);
     let data = representation(&view)?;
+    // The event tells subscribers of a new role; an expiry set or cleared
+    // changes no permission today, so only the audit log records it.
+    let events = if role.id != member.role_id {
+        vec![member_event(EventKind::MemberRoleChanged, &data, now)]
+    } else {
+        Vec::new()
+    };
     Ok(Change {
         edits: vec![Edit::PutMember(updated)],
         audit: Some(AuditDraft {
             action: AuditAction::MemberRoleChanged,
             target_type: "member",
             target_id: target.to_string(),
-            before: Some(representation(&state.member_view(member))?),
+            before: Some(representation(&member.view(role_name(state, member)))?),
             after: Some(data.clone()),
         }),
-        events: vec![member_event(EventKind::MemberRoleChanged, &data, now)],
+        events,
+        reply: Reply::Member(view),
+    })
+}
+
+/// The name of the role `member` holds.
+fn role_name<'s>(state: &'s OrgState, member: &Membership) -> &'s str {
+    state
+        .roles
+        .get(&member.role_id)
+        .map(|r| r.name.as_str())
+        .unwrap_or("")
+}
+
+/// The fall-back of `user`'s expired role assignment to the Member role, as
+/// one change: the membership, the audit record `member.role_expired`, and
+/// the `member.role_changed` event. Nothing when the assignment has not
+/// expired (or was changed meanwhile, perhaps on another node).
+pub fn expire_role(state: &OrgState, user: UserId, now: Timestamp) -> Result<Change, ApiError> {
+    let stored = existing_member(state, user)?;
+    let Some(fallen) = state.fallen_back(stored, now) else {
+        return Ok(Change::none(Reply::Member(state.member_view(stored))));
+    };
+    let view = fallen.view(role_name(state, &fallen));
+    let data = representation(&view)?;
+    Ok(Change {
+        edits: vec![Edit::PutMember(fallen.clone())],
+        audit: Some(AuditDraft {
+            action: AuditAction::MemberRoleExpired,
+            target_type: "member",
+            target_id: user.to_string(),
+            before: Some(representation(&stored.view(role_name(state, stored)))?),
+            after: Some(data.clone()),
+        }),
+        events: vec![member_event(
+            EventKind::MemberRoleChanged,
+            &data,
+            fallen.updated_at,
+        )],
         reply: Reply::Member(view),
     })
 }

@@ -63,6 +63,7 @@ pub fn create_organization(
     };
     let (owner_role, member_role) = system_roles(org.id, now);
     let membership = Membership {
+        role_expires_at: None,
         organization_id: org.id,
         user_id: owner.id,
         email: owner.email.clone(),

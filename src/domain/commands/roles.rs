@@ -287,6 +287,7 @@ mod tests {
         let (owner, member) = system_roles(org_id, now);
         let (owner_user, member_user) = (UserId::generate(), UserId::generate());
         let membership = |user: UserId, role: RoleId| Membership {
+            role_expires_at: None,
             organization_id: org_id,
             user_id: user,
             email: format!("{user}@example.test"),

@@ -47,18 +47,16 @@ pub struct EffectivePermissions {
 
 impl EffectivePermissions {
     fn of(state: &OrgState, member: &Membership) -> Result<Self, ApiError> {
-        let role = state
-            .roles
-            .get(&member.role_id)
-            .ok_or(ApiError::NotFound("member"))?;
+        // As it stands now: an assignment that ran out is Member's already.
+        let view = state.member_view(member);
         Ok(EffectivePermissions {
-            user_id: member.user_id,
-            role_id: role.id,
-            role_name: role.name.clone(),
+            user_id: view.user_id,
+            role_id: view.role_id,
+            role_name: view.role_name,
             permissions: state
                 .permissions_of(member.user_id)
                 .ok_or(ApiError::NotFound("member"))?,
-            role_expires_at: None,
+            role_expires_at: view.role_expires_at,
         })
     }
 }

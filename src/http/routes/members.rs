@@ -2,7 +2,6 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{delete, get, patch, post, web, HttpRequest, HttpResponse};
-use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -46,14 +45,20 @@ impl ToSchema for AddMember {
     }
 }
 
-/// Documentation shape of `PATCH …/members/{user_id}`.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-pub struct ChangeRole {
-    /// The new role; a role of this organization.
-    #[schema(schema_with = crate::http::schema::fields::role_id)]
-    role_id: String,
+/// Documentation shape of `PATCH …/members/{user_id}` (see
+/// [`crate::http::schema::fields::change_member`]).
+pub struct ChangeRole;
+
+impl utoipa::PartialSchema for ChangeRole {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+        crate::http::schema::fields::change_member().into()
+    }
+}
+
+impl ToSchema for ChangeRole {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("ChangeRole")
+    }
 }
 
 /// `?permission=` of the member list.

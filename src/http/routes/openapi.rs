@@ -1,7 +1,9 @@
 //! `GET /openapi.json`: the OpenAPI 3.1 document of every route.
 
 use actix_web::{get, web, App, HttpResponse};
+use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa_actix_web::service_config::ServiceConfig;
@@ -45,6 +47,7 @@ pub fn document() -> OpenApi {
         .flatten()
         {
             document_body_errors(operation);
+            document_rate_limit(operation);
             problems_as_problem_json(operation);
         }
     }
@@ -70,18 +73,46 @@ fn document_body_errors(operation: &mut Operation) {
             .responses
             .responses
             .entry(status.to_owned())
-            .or_insert_with(|| {
-                ResponseBuilder::new()
-                    .description(description)
-                    .content(
-                        PROBLEM_JSON,
-                        ContentBuilder::new()
-                            .schema(Some(Ref::new(PROBLEM_REF)))
-                            .build(),
-                    )
-                    .into()
-            });
+            .or_insert_with(|| problem(description).into());
     }
+}
+
+/// A response whose body is a problem (RFC 9457).
+fn problem(description: &str) -> ResponseBuilder {
+    ResponseBuilder::new().description(description).content(
+        PROBLEM_JSON,
+        ContentBuilder::new()
+            .schema(Some(Ref::new(PROBLEM_REF)))
+            .build(),
+    )
+}
+
+/// Every operation a bearer token calls may meet the token's rate limit
+/// ([`crate::http::rate_limit`]) when the operator turned limits on.
+fn document_rate_limit(operation: &mut Operation) {
+    if operation.security.as_ref().is_none_or(Vec::is_empty) {
+        return;
+    }
+    let retry_after = HeaderBuilder::new()
+        .schema(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1)),
+        )
+        .description(Some("seconds until the token may send again"))
+        .build();
+    operation
+        .responses
+        .responses
+        .entry("429".to_owned())
+        .or_insert_with(|| {
+            problem(
+                "Over this token's rate limit (RATE_LIMITED; only when `api.rate_limit_per_second` \
+                 is set); nothing was done",
+            )
+            .header("Retry-After", retry_after)
+            .into()
+        });
 }
 
 /// Error bodies are served as `application/problem+json`: an annotation's

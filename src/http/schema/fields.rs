@@ -4,7 +4,7 @@
 //! are ECMA-262 regular expressions, as JSON Schema asks.
 
 use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, KnownFormat, ObjectBuilder};
-use utoipa::openapi::schema::{OneOfBuilder, SchemaFormat, Type};
+use utoipa::openapi::schema::{OneOfBuilder, SchemaFormat, SchemaType, Type};
 use utoipa::openapi::Schema;
 
 use crate::domain::event::EventKind;
@@ -260,7 +260,36 @@ pub fn import_result() -> Schema {
         .into()
 }
 
-/// The body of `POST …/members`: exactly one of `user_id` and `email`, and `role_id`.
+/// When a role assignment ends: a date-time in the future, at most a year
+/// ahead, never on Owner (the server judges those against its clock); `null`
+/// for none.
+pub fn role_expires_at() -> Schema {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+        .description(Some(
+            "when the role assignment ends and the member falls back to Member: RFC 3339, \
+             in the future, at most one year ahead, not on Owner; null: never",
+        ))
+        .into()
+}
+
+/// The body of `PATCH …/members/{user_id}`: `role_id`, `role_expires_at` or both.
+pub fn change_member() -> Schema {
+    ObjectBuilder::new()
+        .property("role_id", role_id())
+        .property("role_expires_at", role_expires_at())
+        .min_properties(Some(1))
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        .description(Some(
+            "a new role, a new end of the assignment (null clears it), or both; a new role \
+             without `role_expires_at` runs until changed",
+        ))
+        .into()
+}
+
+/// The body of `POST …/members`: exactly one of `user_id` and `email`, `role_id`,
+/// and optionally `role_expires_at`.
 pub fn add_member() -> Schema {
     let by = |key: &str, schema: Schema| {
         ObjectBuilder::new()
@@ -268,6 +297,7 @@ pub fn add_member() -> Schema {
             .required(key)
             .property("role_id", role_id())
             .required("role_id")
+            .property("role_expires_at", role_expires_at())
             .additional_properties(Some(AdditionalProperties::FreeForm(false)))
     };
     OneOfBuilder::new()

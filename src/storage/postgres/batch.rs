@@ -152,11 +152,15 @@ rows!(Roles = "INSERT INTO roles (organization_id, id, name, description, permis
 rows!(RoleDeletes = "DELETE FROM roles WHERE (organization_id, id) IN \
      (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, id: Uuid });
 
-rows!(Members = "INSERT INTO memberships (organization_id, user_id, email, role_id, joined_at, updated_at) \
-     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::timestamptz[], $6::timestamptz[]) \
+rows!(Members = "INSERT INTO memberships (organization_id, user_id, email, role_id, joined_at, updated_at, \
+     role_expires_at) \
+     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::uuid[], $5::timestamptz[], $6::timestamptz[], \
+     $7::timestamptz[]) \
      ON CONFLICT (organization_id, user_id) DO UPDATE SET email = EXCLUDED.email, \
-     role_id = EXCLUDED.role_id, joined_at = EXCLUDED.joined_at, updated_at = EXCLUDED.updated_at";
-    { org: Uuid, user: Uuid, email: String, role: Uuid, joined_at: SystemTime, updated_at: SystemTime });
+     role_id = EXCLUDED.role_id, joined_at = EXCLUDED.joined_at, updated_at = EXCLUDED.updated_at, \
+     role_expires_at = EXCLUDED.role_expires_at";
+    { org: Uuid, user: Uuid, email: String, role: Uuid, joined_at: SystemTime, updated_at: SystemTime,
+      expires: Option<SystemTime> });
 
 rows!(MemberDeletes = "DELETE FROM memberships WHERE (organization_id, user_id) IN \
      (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, user: Uuid });
@@ -457,6 +461,7 @@ fn add_edit(t: &mut Tables, edit: &Edit, key: Option<&SealingKey>) -> Result<(),
             m.role.push(member.role_id.0);
             m.joined_at.push(time(member.joined_at));
             m.updated_at.push(time(member.updated_at));
+            m.expires.push(member.role_expires_at.map(time));
         }
         Edit::DeleteMember(org, user) => {
             t.member_deletes.org.push(org.0);

@@ -22,6 +22,10 @@ const STEPS: &[(&str, &str)] = &[
         "delivery leases, for one queue shared by several nodes",
         include_str!("migrations/0003_delivery_leases.sql"),
     ),
+    (
+        "role assignments that expire",
+        include_str!("migrations/0004_role_expiry.sql"),
+    ),
 ];
 
 /// The schema version this build reads and writes.

@@ -18,6 +18,7 @@ use crate::domain::user::{TokenRecord, User};
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, TokenId, UserId};
 use crate::storage::sealed::opened;
 use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, UserKey, Window};
+use crate::time::Timestamp;
 
 /// Runs one query on `client`.
 pub async fn query(
@@ -280,6 +281,31 @@ impl PgStore {
             )
             .await?;
         page(rows, limit, rows::resource)
+    }
+
+    /// Every (organization, member) whose role assignment ended by `now`
+    /// (at most 1,000: the sweep comes back for the rest).
+    pub async fn due_role_expiries(
+        &self,
+        now: Timestamp,
+    ) -> Result<Vec<(OrgId, UserId)>, StoreError> {
+        let rows = self
+            .database
+            .query(
+                "a read",
+                "SELECT organization_id, user_id FROM memberships \
+                 WHERE role_expires_at <= $1 ORDER BY role_expires_at LIMIT 1000",
+                &[&rows::time(now)],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    OrgId(row.try_get("organization_id").map_err(StoreError::engine)?),
+                    UserId(row.try_get("user_id").map_err(StoreError::engine)?),
+                ))
+            })
+            .collect()
     }
 
     /// One page of an organization's audit log, newest first.

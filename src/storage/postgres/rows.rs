@@ -187,7 +187,8 @@ pub fn role(row: &Row) -> Result<Role, StoreError> {
 }
 
 /// Columns of `memberships`.
-pub const MEMBERSHIP: &str = "organization_id, user_id, email, role_id, joined_at, updated_at";
+pub const MEMBERSHIP: &str =
+    "organization_id, user_id, email, role_id, joined_at, updated_at, role_expires_at";
 
 /// A membership from [`MEMBERSHIP`].
 pub fn membership(row: &Row) -> Result<Membership, StoreError> {
@@ -198,6 +199,7 @@ pub fn membership(row: &Row) -> Result<Membership, StoreError> {
         role_id: RoleId(get(row, "role_id")?),
         joined_at: at(row, "joined_at")?,
         updated_at: at(row, "updated_at")?,
+        role_expires_at: get::<Option<SystemTime>>(row, "role_expires_at")?.map(stamp),
     })
 }
 

@@ -34,11 +34,14 @@ pub enum TreeName {
     DeliveryLog,
     /// org id | kind tag | resource id (time-ordered) → resource
     Resources,
+    /// org id | user id → Timestamp: when that member's role assignment
+    /// ends (a tree of its own, so memberships keep their encoding)
+    MemberExpiries,
 }
 
 impl TreeName {
     /// Every tree in transaction-view order.
-    pub const ALL: [TreeName; 13] = [
+    pub const ALL: [TreeName; 14] = [
         TreeName::Users,
         TreeName::UserEmails,
         TreeName::Tokens,
@@ -52,6 +55,7 @@ impl TreeName {
         TreeName::Outbox,
         TreeName::DeliveryLog,
         TreeName::Resources,
+        TreeName::MemberExpiries,
     ];
 
     /// The on-disk name; a layout change gets a new suffix.
@@ -70,6 +74,7 @@ impl TreeName {
             TreeName::Outbox => "outbox_v2",
             TreeName::DeliveryLog => "delivery_log_v1",
             TreeName::Resources => "resources_v1",
+            TreeName::MemberExpiries => "member_expiries_v1",
         }
     }
 
@@ -187,7 +192,8 @@ mod tests {
                 "webhooks_v1",
                 "outbox_v2",
                 "delivery_log_v1",
-                "resources_v1"
+                "resources_v1",
+                "member_expiries_v1"
             ]
         );
         let tags: Vec<u8> = ResourceKind::ALL.iter().map(|k| kind_tag(*k)).collect();

@@ -30,10 +30,12 @@ use crate::domain::delivery::{Job, LogRecord};
 use crate::domain::org_state::OrgState;
 use crate::domain::resources::Resource;
 use crate::domain::webhook::WebhookEndpoint;
+use crate::ids::UserId;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::{SealingKey, Secret};
 use crate::storage::sealed::Rekeyed;
 use crate::storage::{Counts, Durability, Loaded, LogFilter, Page, StoreError, Window};
+use crate::time::Timestamp;
 use codec::decode;
 use engine::{Engine, Slot};
 use group_commit::GroupCommit;
@@ -302,6 +304,11 @@ impl SledStore {
         action: Option<&str>,
     ) -> Result<Page<AuditRecord>, StoreError> {
         self.read(|engine| engine.audit_page(org, before, limit, action))
+    }
+
+    /// Every (organization, member) whose role assignment ended by `now`.
+    pub fn due_role_expiries(&self, now: Timestamp) -> Result<Vec<(OrgId, UserId)>, StoreError> {
+        self.read(|engine| engine.due_role_expiries(now))
     }
 
     /// One page of an organization's delivery log, newest first.

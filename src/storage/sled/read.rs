@@ -12,10 +12,11 @@ use crate::domain::resources::Resource;
 use crate::domain::role::Role;
 use crate::domain::user::{TokenRecord, User};
 use crate::domain::webhook::WebhookEndpoint;
-use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
+use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, UserId};
 use crate::secrets::SealingKey;
 use crate::storage::sealed::opened;
 use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, Window};
+use crate::time::Timestamp;
 
 /// An outbox key too short to hold an organization id.
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +92,8 @@ impl Engine {
     ) -> Result<OrgState, StoreError> {
         let prefix = org.id.as_bytes().to_vec();
         let roles = self.prefixed::<Role>(TreeName::Roles, &prefix)?;
-        let members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
+        let mut members = self.prefixed::<Membership>(TreeName::Members, &prefix)?;
+        self.add_role_expiries(&prefix, &mut members)?;
         let webhook = match self
             .tree(TreeName::Webhooks)
             .get(&prefix)
@@ -263,6 +265,40 @@ impl Engine {
             .values()
             .map(|v| decode(&v.map_err(StoreError::engine)?))
             .collect()
+    }
+
+    /// Sets the `role_expires_at` of `members` (of the organization
+    /// `prefix`) from their tree; few members have one.
+    fn add_role_expiries(
+        &self,
+        prefix: &[u8],
+        members: &mut [Membership],
+    ) -> Result<(), StoreError> {
+        for entry in self.tree(TreeName::MemberExpiries).scan_prefix(prefix) {
+            let (key, value) = entry.map_err(StoreError::engine)?;
+            let at: Timestamp = decode(&value)?;
+            let user = key.get(16..).and_then(UserId::from_slice);
+            if let Some(member) = members.iter_mut().find(|m| Some(m.user_id) == user) {
+                member.role_expires_at = Some(at);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every (organization, member) whose role assignment ended by `now`.
+    pub fn due_role_expiries(&self, now: Timestamp) -> Result<Vec<(OrgId, UserId)>, StoreError> {
+        let mut due = Vec::new();
+        for entry in self.tree(TreeName::MemberExpiries).iter() {
+            let (key, value) = entry.map_err(StoreError::engine)?;
+            let at: Timestamp = decode(&value)?;
+            if at > now {
+                continue;
+            }
+            let org = key.get(..16).and_then(OrgId::from_slice);
+            let user = key.get(16..).and_then(UserId::from_slice);
+            due.extend(org.zip(user));
+        }
+        Ok(due)
     }
 
     fn prefixed<T: serde::de::DeserializeOwned>(

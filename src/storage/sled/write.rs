@@ -248,10 +248,16 @@ fn prepare_edit(
         }
         Edit::PutMember(member) => {
             let key = keys::member(member.organization_id, member.user_id).to_vec();
+            ops.push(match member.role_expires_at {
+                Some(at) => Op::Put(MemberExpiries, key.clone(), encode(&at)?),
+                None => Op::Remove(MemberExpiries, key.clone()),
+            });
             ops.push(Op::Put(Members, key, encode(member)?));
         }
         Edit::DeleteMember(org, user) => {
-            ops.push(Op::Remove(Members, keys::member(*org, *user).to_vec()));
+            let key = keys::member(*org, *user).to_vec();
+            ops.push(Op::Remove(MemberExpiries, key.clone()));
+            ops.push(Op::Remove(Members, key));
         }
         Edit::PutWebhook(endpoint) => {
             let row = endpoint.organization_id.as_bytes().to_vec();

@@ -139,6 +139,7 @@ fn seeded_org(i: usize, now: Timestamp) -> Result<(OrgId, Vec<Write>), String> {
         };
         let role = if m == 0 { owner.id } else { member.id };
         let membership = Membership {
+            role_expires_at: None,
             organization_id: org.id,
             user_id: user.id,
             email: user.email.clone(),

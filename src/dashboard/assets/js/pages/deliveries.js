@@ -5,7 +5,7 @@ import { api } from '../api.js';
 import { eventTypes } from '../catalog.js';
 import { OUTCOMES, CHART_RECORD_LIMIT, drawChart } from '../chart.js';
 import { flash, flashError, busy } from '../feedback.js';
-import { fmtTime, shortId, plural } from '../format.js';
+import { fmtTime, shortId, plural, localInput, fromLocalInput, timeZone } from '../format.js';
 import { views, MANAGE, SETTINGS_READ, PAGE_SIZE, orgPath, can, lacks } from '../state.js';
 import { loadWebhook } from './webhook.js';
 
@@ -37,19 +37,13 @@ async function lastHour() {
   return { records, truncated, since };
 }
 
-/** `ms` as a `datetime-local` value, in the browser's time zone. */
-function localInput(ms) {
-  const offset = new Date(ms).getTimezoneOffset() * 60 * 1000;
-  return new Date(ms - offset).toISOString().slice(0, 16);
-}
-
 /**
  * "Recover failed since…": one new delivery for every event whose attempts
  * failed since the chosen time and that has not been delivered since
  * (POST …/webhook/recover); shows how many were queued.
  */
 function recoverCard(lock, onRecovered) {
-  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time';
+  const zone = timeZone();
   const since = el('input', { type: 'datetime-local', id: 'recover-since', name: 'since', required: true, value: localInput(Date.now() - 60 * 60 * 1000) });
   const submit = el('button', { type: 'submit', class: 'btn', id: 'recover-submit', text: 'Recover failed since\u2026' });
   const result = el('p', { class: 'hint', id: 'recover-result', 'aria-live': 'polite' });
@@ -64,13 +58,12 @@ function recoverCard(lock, onRecovered) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     if (lock) return;
-    const at = Date.parse(since.value);
-    if (!since.value || Number.isNaN(at)) {
+    const iso = fromLocalInput(since.value);
+    if (!iso) {
       flash('error', 'Choose the time the outage began.');
       since.focus();
       return;
     }
-    const iso = new Date(at).toISOString();
     await busy(submit, 'Recovering\u2026', async () => {
       try {
         const { count } = (await api('POST', orgPath('/webhook/recover'), { since: iso })).data;
