@@ -987,3 +987,89 @@ async fn one_organizations_deliveries_start_in_commit_order_across_a_take_over()
     let expected: Vec<String> = (0..40).map(|i| format!("task {i}")).collect();
     assert_eq!(started, expected, "first attempts start in commit order");
 }
+
+/// An expiry set on one node is in force on the other from its instant, and
+/// both nodes sweeping record the fall-back once.
+#[actix_web::test]
+async fn an_expiry_set_on_one_node_is_in_force_on_the_other_and_recorded_once() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::role_expiry") else {
+        return;
+    };
+    let Pair { a, b, .. } = two_nodes_with(
+        &databases,
+        &[("ROLECALL_ACTORS__ROLE_EXPIRY_SWEEP_MS", "50")],
+    );
+    let (org, owner) = enterprise_org(&a, "Expiring").await;
+    let role = id_of(
+        &a.post(
+            &format!("{org}/roles"),
+            &owner,
+            json!({"name": "Deployer", "permissions": ["org:projects:delete"]}),
+        )
+        .await
+        .expect(201)
+        .json(),
+    );
+    let (user, token) = a.user(ADMIN, "temp@expiring.test").await;
+    let until = rolecall::time::Timestamp(rolecall::time::Timestamp::now().millis() + 2000);
+    a.post(
+        &format!("{org}/members"),
+        &owner,
+        json!({"user_id": user, "role_id": role, "role_expires_at": until.to_rfc3339()}),
+    )
+    .await
+    .expect(201);
+    let project = id_of(
+        &a.post(&format!("{org}/projects"), &owner, json!({"name": "P"}))
+            .await
+            .expect(201)
+            .json(),
+    );
+    let check = json!({"permissions": ["org:projects:delete"]});
+    let held = |reply: crate::helpers::Reply| {
+        reply.expect(200).json()["results"]["org:projects:delete"].clone()
+    };
+    // Node b judges the member on the role until the instant passes ...
+    assert_eq!(
+        held(
+            b.post(&format!("{org}/permissions/check"), &token, check.clone())
+                .await
+        ),
+        json!(true)
+    );
+    let left = until.millis() - rolecall::time::Timestamp::now().millis();
+    actix_web::rt::time::sleep(Duration::from_millis(u64::try_from(left).unwrap_or(0) + 50)).await;
+    // ... and on Member's keys from then on, on the real route too.
+    let refused = b.delete(&format!("{org}/projects/{project}"), &token).await;
+    assert_eq!(refused.status, 403, "Member's keys on node b at once");
+    assert_eq!(
+        held(
+            a.post(&format!("{org}/permissions/check"), &token, check)
+                .await
+        ),
+        json!(false)
+    );
+
+    // Both nodes sweep every 50 ms: one record, one fall-back.
+    let path = format!("{org}/audit-log?action=member.role_expired");
+    eventually(Duration::from_secs(10), "the fall-back recorded", || {
+        let (b, path, owner) = (&b, &path, &owner);
+        async move {
+            let page = b.get(path, owner).await.expect(200).json();
+            (!page["items"].as_array()?.is_empty()).then_some(())
+        }
+    })
+    .await;
+    actix_web::rt::time::sleep(Duration::from_millis(500)).await;
+    for node in [&a, &b] {
+        let page = node.get(&path, &owner).await.expect(200).json();
+        assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
+        let member = node
+            .get(&format!("{org}/members/{user}"), &owner)
+            .await
+            .expect(200)
+            .json();
+        assert_eq!(member["role_name"], json!("Member"));
+        assert_eq!(member["role_expires_at"], serde_json::Value::Null);
+    }
+}

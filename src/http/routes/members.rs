@@ -9,7 +9,6 @@ use crate::actors::messages::OrgCommand;
 use crate::domain::commands::roles::parse_permissions;
 use crate::domain::error::ApiError;
 use crate::domain::member::MembershipView;
-use crate::domain::org_state::OrgState;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{paginate, ListQuery, Page};
@@ -96,9 +95,8 @@ async fn list_members(access: OrgAccess, req: HttpRequest) -> Result<HttpRespons
         .values()
         .filter(|m| {
             state
-                .roles
-                .get(&m.role_id)
-                .is_some_and(|r| OrgState::role_permissions(r).contains_all(wanted))
+                .permissions_of(m.user_id)
+                .is_some_and(|held| held.contains_all(wanted))
         })
         .map(|m| (m.user_id.as_bytes().to_vec(), state.member_view(m)));
     Ok(HttpResponse::Ok().json(paginate(
