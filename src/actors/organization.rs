@@ -145,6 +145,44 @@ async fn commit_deciding_again(
     Err(StoreError::Stale("the organization kept changing on other nodes".into()).into())
 }
 
+/// A command's commit: its reply and the state it left.
+type CommitFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<(Reply, Option<Arc<OrgState>>), ApiError>>>,
+>;
+
+/// Runs `msg` once the fall-backs of `due` (assignments that expired and
+/// are not recorded yet) are committed, each as its own change, so that a
+/// command never overwrites an expired assignment unrecorded (its audit
+/// record and event would be lost).
+async fn after_fallbacks(
+    commit: Arc<CommitPath>,
+    users: Arc<AccountTable>,
+    mut state: Arc<OrgState>,
+    due: Vec<crate::ids::UserId>,
+    msg: Mutate,
+) -> Result<(Reply, Option<Arc<OrgState>>), ApiError> {
+    for user in due {
+        let fallback = Mutate {
+            caller: crate::domain::access::Caller::Admin,
+            request_id: crate::domain::audit::RequestIdText::generate(),
+            needs: msg.needs,
+            command: OrgCommand::ExpireRole(user),
+        };
+        if let Ok(prepared) = prepare(&state, &users, &fallback)? {
+            let (_, next) =
+                commit_deciding_again(commit.clone(), users.clone(), fallback, prepared).await?;
+            if let Some(next) = next {
+                state = next;
+            }
+        }
+    }
+    let (reply, next) = match prepare(&state, &users, &msg)? {
+        Ok(prepared) => commit_deciding_again(commit, users, msg, prepared).await?,
+        Err(unchanged) => (unchanged, None),
+    };
+    Ok((reply, next.or(Some(state))))
+}
+
 impl Actor for OrganizationActor {
     type Context = Context<Self>;
 
@@ -171,13 +209,31 @@ impl Handler<Mutate> for OrganizationActor {
                 self.state = published;
             }
         }
-        let prepared = match prepare(&self.state, &self.users, &msg) {
-            Ok(Ok(prepared)) => prepared,
-            Ok(Err(unchanged)) => return ready(Ok(unchanged)),
-            Err(err) => return ready(Err(err)),
+        let due = match msg.command {
+            OrgCommand::ExpireRole(_) => Vec::new(),
+            _ => self.state.due_fallbacks(Timestamp::now()),
         };
-        let committed =
-            commit_deciding_again(self.commit.clone(), self.users.clone(), msg, prepared);
+        let committed = if due.is_empty() {
+            let prepared = match prepare(&self.state, &self.users, &msg) {
+                Ok(Ok(prepared)) => prepared,
+                Ok(Err(unchanged)) => return ready(Ok(unchanged)),
+                Err(err) => return ready(Err(err)),
+            };
+            Box::pin(commit_deciding_again(
+                self.commit.clone(),
+                self.users.clone(),
+                msg,
+                prepared,
+            )) as CommitFuture
+        } else {
+            Box::pin(after_fallbacks(
+                self.commit.clone(),
+                self.users.clone(),
+                self.state.clone(),
+                due,
+                msg,
+            ))
+        };
         AtomicResponse::new(Box::pin(committed.into_actor(self).map(
             move |committed, actor, _| {
                 let (reply, state) = committed?;

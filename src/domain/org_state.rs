@@ -114,17 +114,31 @@ impl OrgState {
     pub fn role_in_force(&self, member: &Membership) -> RoleId {
         match member.role_expires_at {
             Some(at) if at <= Timestamp::now() => {
-                self.member_role().map_or(member.role_id, |r| r.id)
+                self.fallback_role(member).map_or(member.role_id, |r| r.id)
             }
             _ => member.role_id,
         }
+    }
+
+    /// The role an expired assignment of `member` falls back to: Member;
+    /// none for Owner, which never expires (an expiry left there by an
+    /// earlier build, which did not know them, is ignored).
+    fn fallback_role(&self, member: &Membership) -> Option<&Arc<Role>> {
+        let holds_owner = self
+            .roles
+            .get(&member.role_id)
+            .is_some_and(|r| r.is_immutable);
+        if holds_owner {
+            return None;
+        }
+        self.member_role()
     }
 
     /// `member` as it stands once its expired assignment fell back to the
     /// Member role; `None` while the assignment runs (or never ends).
     pub fn fallen_back(&self, member: &Membership, now: Timestamp) -> Option<Membership> {
         let at = member.role_expires_at.filter(|at| *at <= now)?;
-        let fallback = self.member_role()?;
+        let fallback = self.fallback_role(member)?;
         Some(Membership {
             role_id: fallback.id,
             role_expires_at: None,
@@ -138,12 +152,14 @@ impl OrgState {
         self.roles.values().find(|r| r.is_system && !r.is_immutable)
     }
 
-    /// The earliest end of a role assignment, if any will end.
-    pub fn next_role_expiry(&self) -> Option<Timestamp> {
+    /// The members whose assignment has expired by `now` but still stands
+    /// as stored: fall-backs to record before anything else changes them.
+    pub fn due_fallbacks(&self, now: Timestamp) -> Vec<UserId> {
         self.members
             .values()
-            .filter_map(|m| m.role_expires_at)
-            .min()
+            .filter(|m| self.fallen_back(m, now).is_some())
+            .map(|m| m.user_id)
+            .collect()
     }
 
     /// The Owner role.

@@ -1011,7 +1011,7 @@ async fn an_expiry_set_on_one_node_is_in_force_on_the_other_and_recorded_once() 
         .json(),
     );
     let (user, token) = a.user(ADMIN, "temp@expiring.test").await;
-    let until = rolecall::time::Timestamp(rolecall::time::Timestamp::now().millis() + 2000);
+    let until = rolecall::time::Timestamp(rolecall::time::Timestamp::now().millis() + 4000);
     a.post(
         &format!("{org}/members"),
         &owner,

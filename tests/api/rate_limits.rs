@@ -83,13 +83,20 @@ async fn over_the_limit_a_token_gets_429_and_nothing_changes() {
     // Other tokens have buckets of their own, the admin token included.
     let me = app.get("/me", &other_token).await.expect(200);
     assert_eq!(number(&me, "ratelimit-limit"), 10);
-    app.post(
-        "/admin/users",
-        &app.admin,
-        json!({"email": "third@example.test"}),
-    )
-    .await
-    .expect(201);
+    let admin = app
+        .post(
+            "/admin/users",
+            &app.admin,
+            json!({"email": "third@example.test"}),
+        )
+        .await
+        .expect(201);
+    assert_eq!(
+        number(&admin, "ratelimit-limit"),
+        10,
+        "limited too, in a bucket of its own"
+    );
+    assert!(number(&admin, "ratelimit-remaining") < 10);
     // Probes and metrics are never limited, nor answered with the fields.
     for path in ["/healthz", "/readyz", "/metrics"] {
         let reply = app.get(path, &org.owner_token).await.expect(200);

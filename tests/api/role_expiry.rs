@@ -83,7 +83,7 @@ on_both_engines! {
         let app = spawn_app_with(NO_SWEEP).await;
         let org = app.org("enterprise").await;
         let role = deployer(&app, &org).await;
-        let until = in_ms(1500);
+        let until = in_ms(3000);
         let (user, token, member) = invite_until(&app, &org, &role, &until).await;
         assert_eq!(member["role_id"], json!(role));
         assert_eq!(member["role_name"], json!("Deployer"));
@@ -286,9 +286,22 @@ on_both_engines! {
         assert_eq!(changes.len(), 2, "{changes:?}");
         assert_eq!(changes[0]["after"]["role_expires_at"], Value::Null);
 
-        // A new role without role_expires_at runs until changed; with one, until then.
-        let timed = app
+        // Member is what an assignment falls back to: it cannot expire itself.
+        let problem = app
             .patch(&path, &org.owner_token, json!({"role_id": org.member_role, "role_expires_at": in_ms(60_000)}))
+            .await
+            .problem(400, "VALIDATION_FAILED");
+        assert_eq!(problem["field"], json!("role_expires_at"));
+        // 400 for the instant comes before 422 for a role that is not the organization's.
+        let problem = app
+            .patch(&path, &org.owner_token, json!({"role_id": org.id, "role_expires_at": "tomorrow"}))
+            .await
+            .problem(400, "VALIDATION_FAILED");
+        assert_eq!(problem["field"], json!("role_expires_at"));
+        // A new role without role_expires_at runs until changed; with one, until then.
+        let reviewer = app.role(&org, "Reviewer", &["org:projects:read"]).await;
+        let timed = app
+            .patch(&path, &org.owner_token, json!({"role_id": reviewer, "role_expires_at": in_ms(60_000)}))
             .await
             .expect(200)
             .json();
@@ -307,5 +320,32 @@ on_both_engines! {
             .expect(200)
             .json();
         assert_eq!(effective["role_expires_at"], timed["role_expires_at"]);
+    }
+
+    async fn a_change_after_the_instant_records_the_fall_back_first() {
+        let app = spawn_app_with(NO_SWEEP).await;
+        let org = app.org("enterprise").await;
+        let role = deployer(&app, &org).await;
+        let reviewer = app.role(&org, "Reviewer", &["org:projects:read"]).await;
+        let until = in_ms(1000);
+        let (user, _, before) = invite_until(&app, &org, &role, &until).await;
+        pass(&until).await;
+
+        // No sweep has run; the PATCH records the fall-back, then itself.
+        let path = org.path(&format!("/members/{user}"));
+        let now = app.patch(&path, &org.owner_token, json!({"role_id": reviewer})).await.expect(200).json();
+        assert_eq!(now["role_name"], json!("Reviewer"));
+        let audit = app.audit(&org).await;
+        let mine: Vec<&Value> = audit.iter().filter(|r| r["target_id"] == json!(user)).collect();
+        let actions: Vec<&Value> = mine.iter().map(|r| &r["action"]).collect();
+        assert_eq!(
+            actions,
+            [&json!("member.role_changed"), &json!("member.role_expired"), &json!("member.added")],
+            "newest first"
+        );
+        assert_eq!(mine[1]["before"], before);
+        assert_eq!(mine[1]["after"]["role_name"], json!("Member"));
+        assert_eq!(mine[0]["before"], mine[1]["after"]);
+        assert_eq!(mine[0]["after"], now);
     }
 }

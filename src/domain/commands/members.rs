@@ -54,23 +54,42 @@ struct ChangeRoleBody {
 /// How far ahead a role assignment may end.
 pub const MAX_ROLE_TERM_MS: i64 = 365 * 24 * 60 * 60 * 1000;
 
+const EXPIRY_FIELD: &str = "role_expires_at";
+
 /// A client's `role_expires_at`: an RFC 3339 instant in the future, at most
-/// a year ahead, and never on the Owner role (so an expiry cannot leave an
-/// organization without an Owner).
-fn role_expiry(text: &str, role: &Role, now: Timestamp) -> Result<Timestamp, ApiError> {
-    const FIELD: &str = "role_expires_at";
+/// a year ahead. Checked before the role is looked up (400 before 422).
+fn role_expiry(text: &str, now: Timestamp) -> Result<Timestamp, ApiError> {
     let at = Timestamp::parse_client(text)
-        .ok_or_else(|| ApiError::invalid(FIELD, "must be an RFC 3339 date-time"))?;
-    if role.is_immutable {
-        return Err(ApiError::invalid(FIELD, "the Owner role cannot expire"));
-    }
+        .ok_or_else(|| ApiError::invalid(EXPIRY_FIELD, "must be an RFC 3339 date-time"))?;
     if at <= now {
-        return Err(ApiError::invalid(FIELD, "must be in the future"));
+        return Err(ApiError::invalid(EXPIRY_FIELD, "must be in the future"));
     }
     if at.millis() - now.millis() > MAX_ROLE_TERM_MS {
-        return Err(ApiError::invalid(FIELD, "must be at most one year ahead"));
+        return Err(ApiError::invalid(
+            EXPIRY_FIELD,
+            "must be at most one year ahead",
+        ));
     }
     Ok(at)
+}
+
+/// Only a role other than the built-in two can expire: Owner never (so an
+/// expiry cannot leave an organization without an Owner), and Member is
+/// what an expired assignment falls back to.
+fn may_expire(role: &Role) -> Result<(), ApiError> {
+    if role.is_immutable {
+        return Err(ApiError::invalid(
+            EXPIRY_FIELD,
+            "the Owner role cannot expire",
+        ));
+    }
+    if role.is_system {
+        return Err(ApiError::invalid(
+            EXPIRY_FIELD,
+            "the Member role is what an assignment falls back to; it cannot expire",
+        ));
+    }
+    Ok(())
 }
 
 fn existing_member(state: &OrgState, user: UserId) -> Result<&Membership, ApiError> {
@@ -134,13 +153,16 @@ pub fn add_member(
         _ => return Err(ApiError::malformed("give exactly one of user_id and email")),
     };
     let user = user.ok_or(ApiError::NotFound("user"))?;
-    let role = referenced_role(state, "role_id", &body.role_id)?;
     let now = Timestamp::now();
     let role_expires_at = body
         .role_expires_at
         .as_deref()
-        .map(|text| role_expiry(text, role, now))
+        .map(|text| role_expiry(text, now))
         .transpose()?;
+    let role = referenced_role(state, "role_id", &body.role_id)?;
+    if role_expires_at.is_some() {
+        may_expire(role)?;
+    }
     forbid_escalation(held, OrgState::role_permissions(role))?;
     if state.members.contains_key(&user.id) {
         return Err(ApiError::AlreadyMember);
@@ -184,7 +206,13 @@ pub fn change_member_role(
     needs.check(held, caller, Some(target))?;
     let body: ChangeRoleBody = input.parse()?;
     let now = Timestamp::now();
-    // An assignment that ran out is Member's already, whatever is stored.
+    let new_expiry = match &body.role_expires_at {
+        Some(Some(text)) => Some(Some(role_expiry(text, now)?)),
+        Some(None) => Some(None),
+        None => None,
+    };
+    // An assignment that ran out is Member's already, whatever is stored
+    // (the organization's actor records the fall-back before this runs).
     let fallen = state.fallen_back(stored, now);
     let member = fallen.as_ref().unwrap_or(stored);
     let role = match &body.role_id {
@@ -196,8 +224,11 @@ pub fn change_member_role(
             .ok_or(ApiError::UnknownRole)?,
         None => return Err(ApiError::malformed("give role_id, role_expires_at or both")),
     };
-    let role_expires_at = match &body.role_expires_at {
-        Some(Some(text)) => Some(role_expiry(text, role, now)?),
+    let role_expires_at = match new_expiry {
+        Some(Some(at)) => {
+            may_expire(role)?;
+            Some(at)
+        }
         Some(None) => None,
         // A new role is a new assignment: it runs until changed.
         None if role.id != member.role_id => None,
@@ -255,6 +286,16 @@ fn role_name<'s>(state: &'s OrgState, member: &Membership) -> &'s str {
 pub fn expire_role(state: &OrgState, user: UserId, now: Timestamp) -> Result<Change, ApiError> {
     let stored = existing_member(state, user)?;
     let Some(fallen) = state.fallen_back(stored, now) else {
+        if stored.role_expires_at.is_some_and(|at| at <= now) {
+            // An Owner's expiry, left by a build that did not know them:
+            // Owner never expires, so the stale date is dropped, nothing else.
+            let mut kept = stored.clone();
+            kept.role_expires_at = None;
+            return Ok(Change {
+                edits: vec![Edit::PutMember(kept)],
+                ..Change::none(Reply::Member(state.member_view(stored)))
+            });
+        }
         return Ok(Change::none(Reply::Member(state.member_view(stored))));
     };
     let view = fallen.view(role_name(state, &fallen));

@@ -74,7 +74,7 @@ async fn me(auth: UserAuth, ctx: web::Data<AppContext>) -> Result<HttpResponse, 
         .iter()
         .filter_map(|org| {
             let member = org.members.get(&auth.user)?;
-            let role = org.roles.get(&member.role_id)?;
+            let role = org.roles.get(&org.role_in_force(member))?;
             Some(MyMembership {
                 organization_id: org.id(),
                 role_id: role.id,

@@ -212,7 +212,7 @@ async fn role_members(
     let rows = state
         .members
         .values()
-        .filter(|m| m.role_id == role)
+        .filter(|m| state.role_in_force(m) == role)
         .map(|m| (m.user_id.as_bytes().to_vec(), state.member_view(m)));
     Ok(HttpResponse::Ok().json(paginate(
         rows,

@@ -114,7 +114,7 @@ function memberRow(m, me, roleById, manageLock) {
       el('div', { class: 'cell-select' }, picker, apply),
       el('span', { class: 'sub role-name', text: `Now: ${m.role_name}` }),
       m.role_expires_at ? el('span', { class: 'sub role-expiry', text: `Until ${fmtTime(m.role_expires_at)}, then Member` }) : null,
-      current && current.is_immutable ? null : expiryControl(m, lock),
+      current && current.is_system ? null : expiryControl(m, lock),
       reason)),
     cell('Joined', fmtTime(m.joined_at)),
     cell('Actions', el('div', { class: 'actions' }, remove)));
