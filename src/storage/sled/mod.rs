@@ -501,10 +501,20 @@ mod tests {
     use crate::domain::user::User;
     use crate::time::Timestamp;
 
+    /// Opens `dir`, waiting out a moment in which a database dropped just
+    /// before still holds its lock (sled's flusher thread lets go of it
+    /// asynchronously).
     fn open(dir: &Path) -> SledStore {
-        match SledStore::open(dir, Tuning::default(), None) {
-            Ok(store) => store,
-            Err(err) => panic!("storage did not open: {err}"),
+        let mut tries = 0;
+        loop {
+            match SledStore::open(dir, Tuning::default(), None) {
+                Ok(store) => return store,
+                Err(err) if tries >= 50 => panic!("storage did not open: {err}"),
+                Err(_) => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
         }
     }
 
