@@ -306,6 +306,90 @@ async fn a_batch_check_agrees_with_enforcement_on_the_real_routes() {
     );
 }
 
+/// Every workspace route one key guards (deletes, manages and moves
+/// included), each called on a fresh resource of its own: a user's check
+/// says `true` exactly where the route lets them through.
+#[actix_web::test]
+async fn a_batch_check_agrees_with_enforcement_on_every_workspace_route() {
+    use crate::resources_access::{concrete, fixture, method, recipes};
+    let app = spawn_app().await;
+    let org = app.org("enterprise").await;
+    let routes: Vec<_> = recipes()
+        .into_iter()
+        .filter(|(route, _)| route.requires.len() == 1)
+        .collect();
+    assert!(routes.len() >= 30, "{} routes", routes.len());
+    let keys: Vec<&str> = routes.iter().map(|(r, _)| r.requires[0].key()).collect();
+    let deleter = app
+        .role(
+            &org,
+            "Deleter",
+            &[
+                "org:projects:delete",
+                "org:tasks:delete",
+                "org:decisions:read",
+                "org:capsules:freeze",
+            ],
+        )
+        .await;
+    let mut users = Vec::new();
+    for (name, role) in [("Member", &org.member_role), ("Deleter", &deleter)] {
+        let (_, token) = app.member(&org, role).await;
+        users.push((name, token));
+    }
+    let (mut allowed, mut refused) = (0, 0);
+    for (name, token) in &users {
+        let checked = app
+            .post(
+                &org.path("/permissions/check"),
+                token,
+                json!({"permissions": keys}),
+            )
+            .await
+            .expect(200)
+            .json();
+        for (route, recipe) in &routes {
+            let key = route.requires[0].key();
+            let id = fixture(&app, &org, recipe.needs).await.map(|(id, _)| id);
+            let path = concrete(route, &org.id, id.as_deref());
+            let reply = app
+                .raw(crate::helpers::Req::json(
+                    method(route),
+                    &path,
+                    Some(token),
+                    recipe.body.clone(),
+                ))
+                .await;
+            let route = format!("{} {}", route.method, route.path);
+            match checked["results"][key].as_bool() {
+                Some(true) => {
+                    assert_eq!(
+                        reply.status,
+                        recipe.status,
+                        "{name} holds {key}: {route}: {}",
+                        String::from_utf8_lossy(&reply.body)
+                    );
+                    allowed += 1;
+                }
+                Some(false) => {
+                    let problem = reply.problem(403, "FORBIDDEN");
+                    assert_eq!(
+                        problem["missing_permission"],
+                        json!(key),
+                        "{name} on {route}"
+                    );
+                    refused += 1;
+                }
+                None => panic!("{name}: no result for {key}"),
+            }
+        }
+    }
+    assert!(
+        allowed >= 30 && refused >= 30,
+        "{allowed} allowed, {refused} refused"
+    );
+}
+
 #[actix_web::test]
 async fn a_batch_check_validates_and_guards_other_members() {
     let app = spawn_app().await;

@@ -36,7 +36,7 @@ const DECISION_STATUSES: &[&str] = &["DRAFT", "PENDING", "ACCEPTED", "REJECTED",
 
 /// What a route's `{id}` must name (created beforehand by the owner).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Needs {
+pub(crate) enum Needs {
     Nothing,
     Decision,
     Task,
@@ -48,11 +48,11 @@ enum Needs {
 }
 
 /// How to call one route successfully.
-struct Recipe {
-    needs: Needs,
-    body: Option<Value>,
+pub(crate) struct Recipe {
+    pub(crate) needs: Needs,
+    pub(crate) body: Option<Value>,
     /// The success status.
-    status: u16,
+    pub(crate) status: u16,
 }
 
 /// The request builder of a route of the table, keyed by (method, path);
@@ -125,12 +125,12 @@ fn name(route: &RouteSpec) -> String {
     format!("{} {}", route.method, route.path)
 }
 
-fn method(route: &RouteSpec) -> Method {
+pub(crate) fn method(route: &RouteSpec) -> Method {
     Method::from_bytes(route.method.as_bytes()).expect("a valid method")
 }
 
 /// Every route's builder, or a failure naming the routes nobody knows.
-fn recipes() -> Vec<(RouteSpec, Recipe)> {
+pub(crate) fn recipes() -> Vec<(RouteSpec, Recipe)> {
     let unknown: Vec<String> = ROUTES
         .iter()
         .filter(|route| recipe(route).is_none())
@@ -189,7 +189,7 @@ async fn decision_in(app: &TestApp, org: &Org, status: &str) -> String {
 
 /// Creates what `needs` names in `org`: (the id for `{id}`, the GET path of
 /// the resource, relative to the org).
-async fn fixture(app: &TestApp, org: &Org, needs: Needs) -> Option<(String, String)> {
+pub(crate) async fn fixture(app: &TestApp, org: &Org, needs: Needs) -> Option<(String, String)> {
     let (id, get) = match needs {
         Needs::Nothing => return None,
         Needs::Decision => {
@@ -231,7 +231,7 @@ async fn fixture(app: &TestApp, org: &Org, needs: Needs) -> Option<(String, Stri
 }
 
 /// The route's path in `org_id` with `{id}` = `id`.
-fn concrete(route: &RouteSpec, org_id: &str, id: Option<&str>) -> String {
+pub(crate) fn concrete(route: &RouteSpec, org_id: &str, id: Option<&str>) -> String {
     let path = route.path.replace("{org_id}", org_id);
     match id {
         Some(id) => path.replace("{id}", id),
