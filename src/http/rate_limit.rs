@@ -20,7 +20,10 @@ use crate::domain::error::ApiError;
 
 /// Shards of the bucket map, so that workers rarely wait on one lock.
 const SHARDS: usize = 16;
-/// Past this many buckets in a shard, full ones (the same as none) are dropped.
+/// Past this many buckets in a shard, full ones (the same as none) are
+/// dropped; the next trim waits until the shard has doubled again, so that
+/// many tokens in use at once cost amortized constant time, not a rescan
+/// per request.
 const SHARD_SOFT_LIMIT: usize = 4096;
 /// Paths that are never limited: what load balancers and scrapers probe.
 const EXEMPT: &[&str] = &["/healthz", "/readyz", "/metrics"];
@@ -47,13 +50,21 @@ pub struct Verdict {
     pub retry_after_secs: u64,
 }
 
+/// One shard of the buckets.
+#[derive(Default)]
+struct Shard {
+    buckets: HashMap<u64, Bucket>,
+    /// The size at which full buckets are next dropped.
+    trim_at: usize,
+}
+
 /// The buckets of every token seen on this node.
 pub struct RateLimiter {
     per_second: f64,
     burst: f64,
     limit: u32,
     keys: std::hash::RandomState,
-    shards: Vec<Mutex<HashMap<u64, Bucket>>>,
+    shards: Vec<Mutex<Shard>>,
     /// [`SHARD_SOFT_LIMIT`], smaller in tests.
     soft_limit: usize,
 }
@@ -71,7 +82,7 @@ impl RateLimiter {
             burst: f64::from(limit),
             limit,
             keys: std::hash::RandomState::new(),
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             soft_limit: SHARD_SOFT_LIMIT,
         })
     }
@@ -80,11 +91,16 @@ impl RateLimiter {
     pub fn take(&self, token: &[u8], now: Instant) -> Verdict {
         let key = self.keys.hash_one(token);
         let shard = &self.shards[(key % SHARDS as u64) as usize];
-        let mut buckets = shard.lock().unwrap_or_else(PoisonError::into_inner);
-        if buckets.len() >= self.soft_limit && !buckets.contains_key(&key) {
-            buckets.retain(|_, bucket| self.refilled(*bucket, now) < self.burst);
+        let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        if shard.buckets.len() >= shard.trim_at.max(self.soft_limit)
+            && !shard.buckets.contains_key(&key)
+        {
+            shard
+                .buckets
+                .retain(|_, bucket| self.refilled(*bucket, now) < self.burst);
+            shard.trim_at = shard.buckets.len() * 2;
         }
-        let bucket = buckets.entry(key).or_insert(Bucket {
+        let bucket = shard.buckets.entry(key).or_insert(Bucket {
             tokens: self.burst,
             at: now,
         });
@@ -94,7 +110,7 @@ impl RateLimiter {
             tokens -= 1.0;
         }
         *bucket = Bucket { tokens, at: now };
-        drop(buckets);
+        drop(shard);
         let seconds = |missing: f64| (missing.max(0.0) / self.per_second).ceil() as u64;
         Verdict {
             allowed,
@@ -243,7 +259,7 @@ mod tests {
             limiter
                 .shards
                 .iter()
-                .map(|s| s.lock().map(|m| m.len()).unwrap_or(0))
+                .map(|s| s.lock().map(|m| m.buckets.len()).unwrap_or(0))
                 .sum()
         };
         // Buckets in use are kept, whatever their number.
