@@ -145,7 +145,8 @@ async fn a_copied_installation_serves_the_same_on_postgres_and_delivers_what_was
         .post(
             &format!("{base}/members"),
             &token,
-            json!({"user_id": member, "role_id": editor["id"]}),
+            // Its role ends in 30 days: the expiry travels with the membership.
+            json!({"user_id": member, "role_id": editor["id"], "role_expires_at": rolecall::time::Timestamp(rolecall::time::Timestamp::now().millis() + 30 * 86_400_000).to_rfc3339()}),
         )
         .await
         .expect(201);
@@ -206,6 +207,19 @@ async fn a_copied_installation_serves_the_same_on_postgres_and_delivers_what_was
         .map(|r| r.header("x-service-delivery"))
         .collect();
     let before = answers(&server, &org, &token).await;
+    let expiring = before
+        .iter()
+        .find(|(path, _)| path.ends_with("/members"))
+        .and_then(|(_, body)| body["items"].as_array().cloned())
+        .unwrap_or_default();
+    assert_eq!(
+        expiring
+            .iter()
+            .filter(|m| m["role_expires_at"].is_string())
+            .count(),
+        1,
+        "the member's expiry is among what must survive the copy: {expiring:?}"
+    );
     let member_view = server
         .get(&format!("{base}/tasks"), &member_token)
         .await
