@@ -68,6 +68,20 @@ async fn the_load_tool_runs_every_scenario_and_loses_nothing() {
 }
 
 #[actix_web::test]
+async fn the_task_reads_scenario_reads_tasks_it_created_without_errors() {
+    let results =
+        load(&[&["--scenario", "task-reads", "--duration-secs", "1"], SMALL].concat()).await;
+    let reads = &results["task_reads"];
+    assert_eq!(reads["errors"], 0, "{reads}");
+    assert!(reads["requests"].as_u64() > Some(0), "{reads}");
+    assert_eq!(
+        results.as_object().map(|all| all.len()),
+        Some(1),
+        "task-reads runs alone: {results}"
+    );
+}
+
+#[actix_web::test]
 async fn the_backlog_scenario_measures_the_backlog_against_a_control_and_restarts_on_it() {
     let results = load(&[
         "--scenario",
@@ -83,6 +97,7 @@ async fn the_backlog_scenario_measures_the_backlog_against_a_control_and_restart
     ])
     .await;
     let backlog = &results["backlog"];
+    assert_eq!(backlog["traffic"], "status-moves", "the default: {backlog}");
     let queued: Vec<u64> = backlog["points"]
         .as_array()
         .expect("points")

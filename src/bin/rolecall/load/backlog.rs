@@ -4,11 +4,14 @@
 //! read as the backlog grows; then the server is killed and started again
 //! on it, and the time until it serves and its memory are read.
 //!
-//! Memory also grows with what any traffic stores (the tasks themselves,
-//! the database's page cache filling up to `storage.cache_mb`), so a
-//! control server gets the same traffic at the same pace with a subscriber
-//! that keeps up: the difference at each size is what the backlog costs.
-//! Before either, `--events` deliveries warm the page cache.
+//! The events are status moves of a fixed set of tasks by default, so that
+//! nothing but the backlog grows in the database; `--backlog-traffic
+//! creates` makes a new task per event instead, whose rows grow memory with
+//! or without a backlog. Memory also grows as the database's page cache
+//! fills up to `storage.cache_mb`, so a control server gets the same
+//! traffic at the same pace with a subscriber that keeps up: the difference
+//! at each size is what the backlog costs. Before either, `--events`
+//! deliveries warm the page cache.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,13 +21,24 @@ use std::time::{Duration, Instant};
 use actix_web::http::Method;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::load::scenarios::{burst, on_client_threads, BurstPlan};
 use crate::load::server::ServerProcess;
 use crate::load::sink::SinkState;
 use crate::load::stats::table;
 use crate::load::target::{Fixture, Target};
+
+/// What makes the scenario's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Traffic {
+    /// Status moves (open ↔ in-progress) of one task per concurrent
+    /// request: the database keeps nothing new but the queued events.
+    StatusMoves,
+    /// A new task per event: the tasks are stored as well.
+    Creates,
+}
 
 /// The servers' memory at one size of the backlog.
 #[derive(Clone, Debug, Serialize)]
@@ -44,6 +58,8 @@ pub struct Point {
 /// What the scenario measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct BacklogResult {
+    /// What made the events.
+    pub traffic: Traffic,
     /// Resident memory with no backlog, after the warm-up, MiB.
     pub baseline_mb: f64,
     /// The control server's, MiB.
@@ -96,6 +112,8 @@ pub struct Plan {
     pub concurrency: usize,
     /// Client threads they are spread over.
     pub client_threads: usize,
+    /// What makes the events.
+    pub traffic: Traffic,
 }
 
 /// Memory after each milestone on one server.
@@ -151,6 +169,7 @@ pub async fn run(
         })
         .collect();
     Ok(BacklogResult {
+        traffic: plan.traffic,
         baseline_mb: backlog.baseline_mb,
         control_baseline_mb: control.baseline_mb,
         points,
@@ -182,6 +201,10 @@ async fn curve(
 ) -> Result<Curve, String> {
     let target = Target::new(server.base_url(), at.admin.to_owned(), plan.concurrency);
     let fixture = Arc::new(target.setup(1, sink_url, sink).await?);
+    let org = match subscriber {
+        Subscriber::NeverAnswers => fixture.hanging_org.clone(),
+        Subscriber::KeepsUp => fixture.orgs[0].clone(),
+    };
     let warm = BurstPlan {
         events: plan.warmup,
         concurrency: plan.concurrency,
@@ -190,12 +213,12 @@ async fn curve(
         hanging_every: 0,
     };
     burst(&target, &fixture, sink, warm, &ProgressBar::hidden()).await?;
+    sink.clear();
+    let source = Arc::new(Source::new(&target, &fixture, &org, plan).await?);
+    if subscriber == Subscriber::KeepsUp {
+        delivered(sink, source.tasks()).await?;
+    }
     let baseline_mb = server.resident_mb();
-
-    let org = match subscriber {
-        Subscriber::NeverAnswers => fixture.hanging_org.clone(),
-        Subscriber::KeepsUp => fixture.orgs[0].clone(),
-    };
     sink.clear();
     let label = match subscriber {
         Subscriber::NeverAnswers => "backlog",
@@ -205,7 +228,7 @@ async fn curve(
     let mut points = Vec::new();
     let mut sent = 0;
     for milestone in milestones(plan.backlog) {
-        sent += send(&target, &fixture, &org, milestone - sent, plan, &bar).await?;
+        sent += send(&target, &fixture, &source, milestone - sent, plan, &bar).await?;
         if subscriber == Subscriber::KeepsUp {
             delivered(sink, sent).await?;
         }
@@ -233,32 +256,107 @@ async fn delivered(sink: &SinkState, count: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// Creates `count` tasks in `org` at the plan's rate; answers how many were
-/// accepted (all, or an error).
+/// The requests that make the events, in one organization.
+enum Source {
+    /// `POST` to this path: a new task each.
+    Creates(String),
+    /// `PATCH` of these tasks, each moved by one concurrent request at a
+    /// time: how many moves each has had says where it stands.
+    StatusMoves(Vec<(String, AtomicUsize)>),
+}
+
+impl Source {
+    /// The source of `plan`'s traffic in `org`, with its tasks created.
+    async fn new(
+        target: &Target,
+        fixture: &Fixture,
+        org: &str,
+        plan: Plan,
+    ) -> Result<Source, String> {
+        let path = format!("/organizations/{org}/tasks");
+        if plan.traffic == Traffic::Creates {
+            return Ok(Source::Creates(path));
+        }
+        let mut tasks = Vec::with_capacity(plan.concurrency);
+        for i in 0..plan.concurrency.max(1) {
+            let body = json!({"title": format!("backlog task {i}")});
+            match target
+                .call(Method::POST, &path, &fixture.owner_token, Some(&body))
+                .await?
+            {
+                (201, task, _) => {
+                    let id = task["id"].as_str().unwrap_or_default();
+                    tasks.push((format!("{path}/{id}"), AtomicUsize::new(0)));
+                }
+                (status, body, _) => {
+                    return Err(format!("creating a task answered {status}: {body}"))
+                }
+            }
+        }
+        Ok(Source::StatusMoves(tasks))
+    }
+
+    /// Tasks created up front.
+    fn tasks(&self) -> usize {
+        match self {
+            Source::Creates(_) => 0,
+            Source::StatusMoves(tasks) => tasks.len(),
+        }
+    }
+
+    /// The request of the concurrent loop `slot` for its next event, and
+    /// the status that accepts it.
+    fn request(&self, slot: usize) -> (Method, &str, Value, u16) {
+        match self {
+            Source::Creates(path) => (
+                Method::POST,
+                path,
+                json!({"title": "an event for the backlog scenario"}),
+                201,
+            ),
+            Source::StatusMoves(tasks) => {
+                let (path, moves) = &tasks[slot % tasks.len()];
+                let status = if moves.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+                    "in-progress"
+                } else {
+                    "open"
+                };
+                (Method::PATCH, path, json!({"status": status}), 200)
+            }
+        }
+    }
+}
+
+/// Sends `count` events from `source` at the plan's rate; answers how many
+/// were accepted (all, or an error).
 async fn send(
     target: &Target,
     fixture: &Arc<Fixture>,
-    org: &str,
+    source: &Arc<Source>,
     count: usize,
     plan: Plan,
     bar: &ProgressBar,
 ) -> Result<usize, String> {
     let next = Arc::new(AtomicUsize::new(0));
+    let slots = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let (fixture, bar, path) = (
-        fixture.clone(),
-        bar.clone(),
-        format!("/organizations/{org}/tasks"),
-    );
+    let (fixture, bar, source) = (fixture.clone(), bar.clone(), source.clone());
     let accepted = on_client_threads(
         target,
         plan.concurrency,
         plan.client_threads,
         move |target, share| {
-            let (fixture, next, bar, path) =
-                (fixture.clone(), next.clone(), bar.clone(), path.clone());
+            let (fixture, next, slots, bar, source) = (
+                fixture.clone(),
+                next.clone(),
+                slots.clone(),
+                bar.clone(),
+                source.clone(),
+            );
             async move {
                 let loops = (0..share).map(|_| async {
+                    // One slot per loop, so that no task is moved by two at once.
+                    let slot = slots.fetch_add(1, Ordering::Relaxed);
                     let mut accepted = 0;
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -269,11 +367,11 @@ async fn send(
                             let due = started + Duration::from_secs_f64(i as f64 / plan.rate);
                             actix_web::rt::time::sleep_until(due.into()).await;
                         }
-                        let body = json!({"title": "an event for the backlog scenario"});
+                        let (method, path, body, expected) = source.request(slot);
                         let result = target
-                            .call(Method::POST, &path, &fixture.owner_token, Some(&body))
+                            .call(method, path, &fixture.owner_token, Some(&body))
                             .await;
-                        if matches!(result, Ok((201, _, _))) {
+                        if matches!(result, Ok((status, _, _)) if status == expected) {
                             accepted += 1;
                         }
                         bar.inc(1);
@@ -298,7 +396,6 @@ async fn send(
     Ok(accepted)
 }
 
-/// Prints the result.
 pub fn print(result: &BacklogResult) {
     let mut rows = vec![(
         "no backlog (MiB; control)".to_owned(),
@@ -336,5 +433,11 @@ pub fn print(result: &BacklogResult) {
         format!("{:.1}", result.restart_resident_after_5s_mb),
     ));
     let rows: Vec<(&str, String)> = rows.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    table("backlog: an endpoint that never answers", &rows);
+    let title = match result.traffic {
+        Traffic::StatusMoves => {
+            "backlog: an endpoint that never answers (events: task status moves)"
+        }
+        Traffic::Creates => "backlog: an endpoint that never answers (events: task creations)",
+    };
+    table(title, &rows);
 }

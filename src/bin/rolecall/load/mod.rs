@@ -23,7 +23,9 @@ use clap::{Args, ValueEnum};
 use indicatif::ProgressBar;
 use serde_json::{json, Value};
 
-use crate::load::scenarios::{baseline_server, burst, print_burst, print_read, read, BurstPlan};
+use crate::load::scenarios::{
+    baseline_server, burst, create_tasks, print_burst, print_read, read, BurstPlan,
+};
 use crate::load::server::ServerProcess;
 use crate::load::sink::SinkState;
 use crate::load::target::Target;
@@ -36,6 +38,9 @@ pub enum Scenario {
     Read,
     /// The same reads against a plain handler returning the same JSON (no auth, no storage).
     Baseline,
+    /// GETs of tasks picked at random among --events created first, for --duration-secs: reads
+    /// that come from the database's pages (through its page cache), not from memory.
+    TaskReads,
     /// --events task creations over --orgs organizations, delivered to the sink.
     Burst,
     /// The burst while one more organization's endpoint times out on every attempt.
@@ -48,7 +53,7 @@ pub enum Scenario {
     /// control server sent the same events for a subscriber that keeps up (at --rate, default
     /// 5000/s here); restarts the server on its backlog and times it until it serves.
     Backlog,
-    /// Every scenario but startup, in that order.
+    /// The read, baseline, burst and isolation scenarios, in that order.
     All,
 }
 
@@ -111,6 +116,10 @@ pub struct LoadArgs {
     /// Events queued for the endpoint that never answers, in the backlog scenario.
     #[arg(long, default_value_t = 1_000_000)]
     pub backlog: usize,
+    /// What makes the backlog scenario's events: status moves of a fixed set of tasks (only the
+    /// backlog grows in the database), or a new task per event (the tasks are stored too).
+    #[arg(long, value_enum, default_value = "status-moves")]
+    pub backlog_traffic: backlog::Traffic,
     /// The storage engine of the server the tool starts (read, baseline, burst and isolation).
     #[arg(long, value_enum, default_value = "sled")]
     pub backend: LoadBackend,
@@ -213,7 +222,7 @@ async fn run_scenarios(
     let mut target = Target::spread(base, admin, Default::default(), args.concurrency);
     let fixture = Arc::new(target.setup(args.orgs, &sink_url, &sink).await?);
     if args.route == Route::Organization {
-        // The setup queued no event (the webhooks take task.created only), so
+        // The setup queued no event (the webhooks take task events only), so
         // no lease is held yet: each organization's first event claims its
         // lease on the node its requests go to.
         let mut orgs = fixture.orgs.clone();
@@ -224,7 +233,7 @@ async fn run_scenarios(
     let mut results = serde_json::Map::new();
     let runs = |s: Scenario| args.scenario == s || args.scenario == Scenario::All;
     let duration = Duration::from_secs(args.duration_secs);
-    let roles_path = format!("/organizations/{}/roles", fixture.orgs[0]);
+    let roles_path = vec![format!("/organizations/{}/roles", fixture.orgs[0])];
 
     if runs(Scenario::Read) {
         let bar = ProgressBar::new_spinner().with_message("read");
@@ -246,12 +255,12 @@ async fn run_scenarios(
     }
     if runs(Scenario::Baseline) {
         let (_, body, _) = target
-            .call(Method::GET, &roles_path, &fixture.reader_token, None)
+            .call(Method::GET, &roles_path[0], &fixture.reader_token, None)
             .await?;
         let (url, handle) = baseline_server(body).map_err(|e| e.to_string())?;
         let plain = Target::new(url, String::new(), args.concurrency);
         let bar = ProgressBar::new_spinner().with_message("baseline");
-        let result = read(&plain, "/", "", clients, duration, &bar).await?;
+        let result = read(&plain, &["/".to_owned()], "", clients, duration, &bar).await?;
         bar.finish_and_clear();
         handle.stop(false).await;
         print_read(
@@ -259,6 +268,30 @@ async fn run_scenarios(
             &result,
         );
         results.insert("baseline".into(), json!(result));
+    }
+    if args.scenario == Scenario::TaskReads {
+        let bar = ProgressBar::new_spinner().with_message("task reads");
+        let org = &fixture.orgs[0];
+        let paths = create_tasks(&target, org, &fixture.owner_token, args.events, clients).await?;
+        let result = read(
+            &target,
+            &paths,
+            &fixture.owner_token,
+            clients,
+            duration,
+            &bar,
+        )
+        .await?;
+        bar.finish_and_clear();
+        print_read(
+            &format!(
+                "task reads: GET one of {} tasks, {} connections",
+                paths.len(),
+                args.concurrency
+            ),
+            &result,
+        );
+        results.insert("task_reads".into(), json!(result));
     }
     let plan = BurstPlan {
         events: args.events,
@@ -366,6 +399,7 @@ fn run_backlog(args: &LoadArgs) -> Result<Value, String> {
             rate: if args.rate > 0.0 { args.rate } else { 5000.0 },
             concurrency: args.concurrency,
             client_threads: args.client_threads,
+            traffic: args.backlog_traffic,
         };
         backlog::run(server, plan, &sink_url, &sink).await
     });

@@ -1,4 +1,4 @@
-//! The load scenarios: `read`, `baseline`, `burst` and `isolation`.
+//! The load scenarios: `read`, `baseline`, `task-reads`, `burst` and `isolation`.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -35,22 +35,25 @@ pub struct ReadResult {
     pub latency_ms: Percentiles,
 }
 
-/// `concurrency` loops of GET `path` for `duration`, spread over `threads`
-/// client threads.
+/// `concurrency` loops of GET for `duration`, spread over `threads` client
+/// threads: each request of one of `paths`, picked at random.
 pub async fn read(
     target: &Target,
-    path: &str,
+    paths: &[String],
     token: &str,
     (concurrency, threads): (usize, usize),
     duration: Duration,
     bar: &ProgressBar,
 ) -> Result<ReadResult, String> {
+    if paths.is_empty() {
+        return Err("nothing to read".into());
+    }
     let started = Instant::now();
     let deadline = started + duration;
-    let (path, token, bar) = (path.to_owned(), token.to_owned(), bar.clone());
+    let (paths, token, bar) = (Arc::new(paths.to_vec()), token.to_owned(), bar.clone());
     let parts = on_client_threads(target, concurrency, threads, move |target, share| {
-        let (path, token, bar) = (path.clone(), token.clone(), bar.clone());
-        async move { read_loops(&target, &path, &token, share, deadline, &bar).await }
+        let (paths, token, bar) = (paths.clone(), token.clone(), bar.clone());
+        async move { read_loops(&target, &paths, &token, share, deadline, &bar).await }
     })
     .await?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -73,7 +76,7 @@ pub async fn read(
 /// One client thread's share of a read run: latencies (ms) and errors.
 async fn read_loops(
     target: &Target,
-    path: &str,
+    paths: &[String],
     token: &str,
     concurrency: usize,
     deadline: Instant,
@@ -81,17 +84,73 @@ async fn read_loops(
 ) -> (Vec<f64>, Errors) {
     let samples = RefCell::new(Vec::new());
     let errors = RefCell::new(Errors::new());
-    let loops = (0..concurrency).map(|_| async {
-        while Instant::now() < deadline {
-            match target.timed(Method::GET, path, token, None).await {
-                Ok((200, _, latency)) => samples.borrow_mut().push(latency.as_secs_f64() * 1000.0),
-                other => count_error(&errors, &other),
+    let loops = (0..concurrency).map(|i| {
+        let (samples, errors) = (&samples, &errors);
+        async move {
+            // xorshift64: a cheap spread over the paths, different per loop.
+            let mut state = 0x9E37_79B9_7F4A_7C15_u64 ^ ((i as u64 + 1) << 17);
+            while Instant::now() < deadline {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let path = &paths[(state % paths.len() as u64) as usize];
+                match target.timed(Method::GET, path, token, None).await {
+                    Ok((200, _, latency)) => {
+                        samples.borrow_mut().push(latency.as_secs_f64() * 1000.0)
+                    }
+                    other => count_error(errors, &other),
+                }
+                bar.inc(1);
             }
-            bar.inc(1);
         }
     });
     futures_util::future::join_all(loops).await;
     (samples.take(), errors.take())
+}
+
+/// Creates `count` tasks in `org` as fast as `concurrency` requests go;
+/// answers the path of each.
+pub async fn create_tasks(
+    target: &Target,
+    org: &str,
+    token: &str,
+    count: usize,
+    (concurrency, threads): (usize, usize),
+) -> Result<Vec<String>, String> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let collection = format!("/organizations/{org}/tasks");
+    let token = token.to_owned();
+    let parts = on_client_threads(target, concurrency, threads, move |target, share| {
+        let (next, collection, token) = (next.clone(), collection.clone(), token.clone());
+        async move {
+            let created = RefCell::new(Vec::new());
+            let loops = (0..share).map(|_| async {
+                while next.fetch_add(1, Ordering::Relaxed) < count {
+                    let body = json!({"title": "a task to read"});
+                    let (status, task, _) = target
+                        .call(Method::POST, &collection, &token, Some(&body))
+                        .await?;
+                    if status != 201 {
+                        return Err(format!("creating a task answered {status}: {task}"));
+                    }
+                    let id = task["id"].as_str().unwrap_or_default();
+                    created.borrow_mut().push(format!("{collection}/{id}"));
+                }
+                Ok(())
+            });
+            let outcome: Result<Vec<()>, String> = futures_util::future::join_all(loops)
+                .await
+                .into_iter()
+                .collect();
+            outcome.map(|_| created.take())
+        }
+    })
+    .await?;
+    let mut paths = Vec::with_capacity(count);
+    for part in parts {
+        paths.extend(part?);
+    }
+    Ok(paths)
 }
 
 /// Runs `work` on `threads` client threads, each with its own actix system

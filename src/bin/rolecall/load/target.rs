@@ -188,7 +188,7 @@ impl Target {
     }
 
     async fn webhook(&self, org: &str, token: &str, url: String) -> Result<Secret, String> {
-        let body = json!({"url": url, "events": ["task.created"]});
+        let body = json!({"url": url, "events": ["task.created", "task.status_changed"]});
         let test = self
             .call_expecting(
                 Method::POST,
