@@ -23,7 +23,7 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::load::scenarios::{burst, on_client_threads, BurstPlan};
+use crate::load::scenarios::{burst, create_tasks, on_client_threads, BurstPlan};
 use crate::load::server::ServerProcess;
 use crate::load::sink::SinkState;
 use crate::load::stats::table;
@@ -273,26 +273,21 @@ impl Source {
         org: &str,
         plan: Plan,
     ) -> Result<Source, String> {
-        let path = format!("/organizations/{org}/tasks");
         if plan.traffic == Traffic::Creates {
-            return Ok(Source::Creates(path));
+            return Ok(Source::Creates(format!("/organizations/{org}/tasks")));
         }
-        let mut tasks = Vec::with_capacity(plan.concurrency);
-        for i in 0..plan.concurrency.max(1) {
-            let body = json!({"title": format!("backlog task {i}")});
-            match target
-                .call(Method::POST, &path, &fixture.owner_token, Some(&body))
-                .await?
-            {
-                (201, task, _) => {
-                    let id = task["id"].as_str().unwrap_or_default();
-                    tasks.push((format!("{path}/{id}"), AtomicUsize::new(0)));
-                }
-                (status, body, _) => {
-                    return Err(format!("creating a task answered {status}: {body}"))
-                }
-            }
-        }
+        let tasks = create_tasks(
+            target,
+            org,
+            &fixture.owner_token,
+            plan.concurrency.max(1),
+            (plan.concurrency, plan.client_threads),
+        )
+        .await?;
+        let tasks = tasks
+            .into_iter()
+            .map(|task| (task, AtomicUsize::new(0)))
+            .collect();
         Ok(Source::StatusMoves(tasks))
     }
 
