@@ -239,6 +239,14 @@ fn probes() -> Vec<Probe> {
         .collect()
 }
 
+/// POST …/permissions/check with `body` as `token`: the 200's body.
+async fn checked(app: &TestApp, org: &Org, token: &str, body: Value) -> Value {
+    app.post(&org.path("/permissions/check"), token, body)
+        .await
+        .expect(200)
+        .json()
+}
+
 async fn call(app: &TestApp, org: &Org, probe: &Probe, token: &str) -> crate::helpers::Reply {
     let path = probe.route.path.replace("{org_id}", &org.id);
     match &probe.body {
@@ -286,24 +294,14 @@ async fn a_batch_check_agrees_with_enforcement_on_the_real_routes() {
     let mut refused = 0;
     for (name, user_id, token) in &users {
         // Checked by the user themself, and by the owner on their behalf: the same answer.
-        let own = app
-            .post(
-                &org.path("/permissions/check"),
-                token,
-                json!({"permissions": keys}),
-            )
-            .await
-            .expect(200)
-            .json();
-        let by_owner = app
-            .post(
-                &org.path("/permissions/check"),
-                &org.owner_token,
-                json!({"user_id": user_id, "permissions": keys}),
-            )
-            .await
-            .expect(200)
-            .json();
+        let own = checked(&app, &org, token, json!({"permissions": keys})).await;
+        let by_owner = checked(
+            &app,
+            &org,
+            &org.owner_token,
+            json!({"user_id": user_id, "permissions": keys}),
+        )
+        .await;
         assert_eq!(own, by_owner, "{name}");
         for probe in &probes {
             let key = probe.key.key();
@@ -357,15 +355,7 @@ async fn a_batch_check_agrees_with_enforcement_on_every_workspace_route() {
     }
     let (mut allowed, mut refused) = (0, 0);
     for (name, token) in &users {
-        let checked = app
-            .post(
-                &org.path("/permissions/check"),
-                token,
-                json!({"permissions": keys}),
-            )
-            .await
-            .expect(200)
-            .json();
+        let verdicts = checked(&app, &org, token, json!({"permissions": keys})).await;
         for (route, recipe) in &routes {
             let key = route.requires[0].key();
             let id = fixture(&app, &org, recipe.needs).await.map(|(id, _)| id);
@@ -379,7 +369,7 @@ async fn a_batch_check_agrees_with_enforcement_on_every_workspace_route() {
                 ))
                 .await;
             let route = format!("{} {}", route.method, route.path);
-            let held = checked["results"][key].as_bool();
+            let held = verdicts["results"][key].as_bool();
             if agrees(name, &route, key, held, &reply, recipe.status) {
                 allowed += 1;
             } else {
