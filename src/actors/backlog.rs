@@ -11,11 +11,22 @@
 //! waits before it, else it waits in the outbox and is read in its turn; one
 //! whose id is at or before the cursor (committed after a job created later
 //! than it) is held at once, since no read will reach it.
+//!
+//! Once `SPILL_AFTER_WINDOWS` windows of an organization's jobs wait in the
+//! outbox, the store is asked to move them, past the next window, out of
+//! the database's memory ([`crate::storage::Store::spill`]). No job after
+//! the cursor is held then (a job is held past the cursor only while
+//! nothing waits), and no read runs meanwhile: a move and a read of one
+//! organization never overlap.
 
 use std::collections::HashMap;
 
 use crate::domain::delivery::Job;
 use crate::ids::{DeliveryId, OrgId};
+
+/// How many windows of jobs may wait in the outbox before they are moved
+/// out of the database's memory.
+const SPILL_AFTER_WINDOWS: usize = 4;
 
 #[derive(Debug, Default)]
 struct OrgBacklog {
@@ -30,6 +41,10 @@ struct OrgBacklog {
     /// A job was left in the outbox while the read ran (the read may not
     /// have seen it).
     missed: bool,
+    /// Jobs left in the outbox since the last move out of memory.
+    unspilled: usize,
+    /// A move out of memory is under way.
+    spilling: bool,
 }
 
 /// A read of the outbox to make: `limit` jobs of `org` after `after`.
@@ -43,18 +58,34 @@ pub struct Read {
     pub limit: usize,
 }
 
+/// A move of jobs out of the database's memory to make: those of `org`
+/// after `after`, past the next `keep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spill {
+    /// The organization.
+    pub org: OrgId,
+    /// Jobs after this one (none of them held).
+    pub after: Option<DeliveryId>,
+    /// This many stay, for the next read.
+    pub keep: usize,
+}
+
 /// Per-organization windows over the outbox.
 #[derive(Debug)]
 pub struct Backlog {
     window: usize,
+    /// Jobs left in the outbox that call for a move out of memory.
+    spill_after: usize,
     orgs: HashMap<OrgId, OrgBacklog>,
 }
 
 impl Backlog {
     /// Windows of `window` jobs (at least 1).
     pub fn new(window: usize) -> Self {
+        let window = window.max(1);
         Backlog {
-            window: window.max(1),
+            window,
+            spill_after: window.saturating_mul(SPILL_AFTER_WINDOWS),
             orgs: HashMap::new(),
         }
     }
@@ -70,6 +101,10 @@ impl Backlog {
         entry.held += jobs.len();
         entry.cursor = jobs.iter().map(|j| j.delivery_id).max().max(entry.cursor);
         entry.on_disk |= more;
+        if more {
+            // However long it is: a move finds out.
+            entry.unspilled = entry.unspilled.max(self.spill_after);
+        }
     }
 
     /// A new durable job: whether to hold it now (else it waits in the outbox).
@@ -87,6 +122,7 @@ impl Backlog {
             return true;
         }
         entry.on_disk = true;
+        entry.unspilled += 1;
         if entry.reading {
             entry.missed = true;
         }
@@ -97,7 +133,7 @@ impl Backlog {
     pub fn released(&mut self, org: OrgId) {
         if let Some(entry) = self.orgs.get_mut(&org) {
             entry.held = entry.held.saturating_sub(1);
-            if entry.held == 0 && !entry.on_disk && !entry.reading {
+            if entry.held == 0 && !entry.on_disk && !entry.reading && !entry.spilling {
                 self.orgs.remove(&org);
             }
         }
@@ -109,7 +145,7 @@ impl Backlog {
         let window = self.window;
         let entry = self.orgs.get_mut(&org)?;
         let room = window.saturating_sub(entry.held);
-        if !entry.on_disk || entry.reading || room == 0 || room < window / 4 {
+        if !entry.on_disk || entry.reading || entry.spilling || room == 0 || room < window / 4 {
             return None;
         }
         entry.reading = true;
@@ -137,6 +173,32 @@ impl Backlog {
         entry.missed = false;
         if entry.held == 0 && !entry.on_disk {
             self.orgs.remove(&read.org);
+        }
+    }
+
+    /// The move out of memory `org` needs now, if any: enough jobs were
+    /// left in the outbox since the last, and no read or move runs.
+    pub fn next_spill(&mut self, org: OrgId) -> Option<Spill> {
+        let entry = self.orgs.get_mut(&org)?;
+        if !entry.on_disk || entry.reading || entry.spilling || entry.unspilled < self.spill_after {
+            return None;
+        }
+        entry.spilling = true;
+        entry.unspilled = 0;
+        Some(Spill {
+            org,
+            after: entry.cursor,
+            keep: self.window,
+        })
+    }
+
+    /// `org`'s move is over (done or failed); `more` could move at once.
+    pub fn spill_done(&mut self, org: OrgId, more: bool) {
+        if let Some(entry) = self.orgs.get_mut(&org) {
+            entry.spilling = false;
+            if more {
+                entry.unspilled = entry.unspilled.max(self.spill_after);
+            }
         }
     }
 
@@ -256,6 +318,48 @@ mod tests {
             panic!("the outbox is not caught up: all[3] waits")
         };
         assert_eq!(again.after, Some(all[2].delivery_id));
+    }
+
+    #[test]
+    fn a_long_backlog_is_moved_out_of_memory_never_during_a_read() {
+        let org = OrgId::generate();
+        let mut backlog = Backlog::new(2);
+        let all = jobs(org, 12);
+        assert!(backlog.admit(&all[0]) && backlog.admit(&all[1]));
+        for job in &all[2..9] {
+            assert!(!backlog.admit(job));
+        }
+        assert_eq!(
+            backlog.next_spill(org),
+            None,
+            "7 wait: fewer than 4 windows"
+        );
+        assert!(!backlog.admit(&all[9]));
+        let spill = backlog.next_spill(org);
+        assert_eq!(
+            spill,
+            Some(Spill {
+                org,
+                after: Some(all[1].delivery_id),
+                keep: 2
+            }),
+            "after the cursor: nothing held is moved"
+        );
+        assert_eq!(backlog.next_spill(org), None, "one move at a time");
+        backlog.released(org);
+        assert_eq!(backlog.next_read(org), None, "no read during a move");
+        backlog.spill_done(org, true);
+        let Some(read) = backlog.next_read(org) else {
+            panic!("a read once the move is over")
+        };
+        assert_eq!(backlog.next_spill(org), None, "no move during a read");
+        backlog.read_done(read, &all[2..3]);
+        let Some(again) = backlog.next_spill(org) else {
+            panic!("more could move: the next move follows")
+        };
+        assert_eq!(again.after, Some(all[2].delivery_id));
+        backlog.spill_done(org, false);
+        assert_eq!(backlog.next_spill(org), None, "nothing left to move");
     }
 
     #[test]

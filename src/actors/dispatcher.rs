@@ -12,7 +12,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use crate::actors::backlog::{Backlog, Read};
+use crate::actors::backlog::{Backlog, Read, Spill};
 use crate::actors::fair_queue::{FairQueue, Limits};
 use crate::actors::messages::{
     AppendLog, AttemptFinished, Deliver, Drain, DropOrg, Enqueue, FlushLog,
@@ -27,6 +27,9 @@ use crate::time::Timestamp;
 
 /// How long a failed read of the outbox waits before it is tried again.
 const READ_RETRY: Duration = Duration::from_secs(1);
+/// Jobs one move out of the database's memory takes at most (one
+/// transaction); another follows while more wait.
+const SPILL_AT_MOST: usize = 8192;
 
 /// Schedules attempts.
 pub struct Dispatcher {
@@ -180,14 +183,62 @@ impl Dispatcher {
         }
     }
 
-    /// `read` returned `jobs`: they are held, and the next read follows.
+    /// `read` returned `jobs`: they are held, and the next read follows
+    /// (after a move out of memory, if one is due).
     pub(super) fn read_done(&mut self, read: Read, jobs: Vec<Job>, ctx: &mut Context<Self>) {
         self.backlog.read_done(read, &jobs);
         for job in jobs {
             self.schedule(job, ctx);
         }
         self.pump();
+        self.spill_backlog(read.org, ctx);
         self.read_backlog(read.org, ctx);
+    }
+
+    /// Moves the cold part of `org`'s backlog out of the database's memory
+    /// once it has grown long (on a store that needs it, and one no other
+    /// node shares: there the outbox is the shared queue's).
+    fn spill_backlog(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+        if self.shared.is_some() || !self.store.spills() {
+            return;
+        }
+        let Some(spill) = self.backlog.next_spill(org) else {
+            return;
+        };
+        let store = self.store.clone();
+        let moving = async move {
+            store
+                .spill(spill.org, spill.after, spill.keep, SPILL_AT_MOST)
+                .await
+        };
+        ctx.spawn(
+            moving
+                .into_actor(self)
+                .map(move |result, act, ctx| act.spilled(spill, result, ctx)),
+        );
+    }
+
+    /// `spill` is over: reads may follow, and the next move if more wait.
+    fn spilled(
+        &mut self,
+        spill: Spill,
+        result: Result<crate::storage::Spilled, crate::storage::StoreError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let more = match result {
+            Ok(spilled) => spilled.more,
+            Err(err) => {
+                // The jobs stay in the outbox, in memory's way only.
+                tracing::warn!(
+                    organization_id = %spill.org, error = %crate::telemetry::cause_chain(&err),
+                    "moving a backlog out of memory failed; it stays in the database"
+                );
+                false
+            }
+        };
+        self.backlog.spill_done(spill.org, more);
+        self.read_backlog(spill.org, ctx);
+        self.spill_backlog(spill.org, ctx);
     }
 
     /// `read` failed: it is tried again shortly.
@@ -299,6 +350,7 @@ impl Actor for Dispatcher {
                     for job in window.jobs {
                         act.schedule(job, ctx);
                     }
+                    act.spill_backlog(window.org, ctx);
                 }
                 act.pump();
             }
@@ -324,8 +376,11 @@ impl Handler<Enqueue> for Dispatcher {
             return;
         }
         for job in jobs {
+            let org = job.organization_id;
             if self.backlog.admit(&job) {
                 self.schedule(job, ctx);
+            } else {
+                self.spill_backlog(org, ctx);
             }
         }
         self.pump();

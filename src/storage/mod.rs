@@ -199,6 +199,16 @@ pub struct Window {
     pub more: bool,
 }
 
+/// What one move of an organization's backlog out of the database's
+/// memory did ([`Store::spill`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Spilled {
+    /// Jobs moved.
+    pub moved: usize,
+    /// Whether more could move: another move may follow at once.
+    pub more: bool,
+}
+
 /// One page of a newest-first list, and whether more remain after it.
 pub struct Page<T> {
     /// The records, newest first.
@@ -498,8 +508,43 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
         match self {
-            Store::Sled(store) => store.outbox_after(org, after, limit),
+            Store::Sled(store) => {
+                // Off the caller's thread: it may read a backlog file back.
+                let store = store.clone();
+                let reading =
+                    tokio::task::spawn_blocking(move || store.outbox_after(org, after, limit));
+                reading.await.map_err(StoreError::engine)?
+            }
             Store::Postgres(store) => store.outbox_after(org, after, limit).await,
+        }
+    }
+
+    /// Whether a long backlog should be moved out of the database's memory
+    /// ([`Store::spill`]): on sled, whose page table and cache grow with
+    /// the outbox tree, not on PostgreSQL, whose memory is its server's.
+    pub fn spills(&self) -> bool {
+        matches!(self, Store::Sled(_))
+    }
+
+    /// Moves at most `max` of `org`'s unfinished deliveries after `after`,
+    /// past the next `keep`, out of the database's memory, to be read back
+    /// in order by [`Store::outbox_after`]. No job after `after` may be
+    /// held for delivery, nor read meanwhile.
+    pub async fn spill(
+        &self,
+        org: OrgId,
+        after: Option<DeliveryId>,
+        keep: usize,
+        max: usize,
+    ) -> Result<Spilled, StoreError> {
+        match self {
+            Store::Sled(store) => {
+                let store = store.clone();
+                let moving =
+                    tokio::task::spawn_blocking(move || store.spill(org, after, keep, max));
+                moving.await.map_err(StoreError::engine)?
+            }
+            Store::Postgres(_) => Ok(Spilled::default()),
         }
     }
 

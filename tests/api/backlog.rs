@@ -2,7 +2,10 @@
 //! endpoint is down, the dispatcher holds at most `webhooks.backlog_window`
 //! of its deliveries in memory, on start too, and the rest wait in the
 //! outbox; once the endpoint answers, every delivery starts in the order
-//! its event happened, none lost, across a SIGKILL and a restart.
+//! its event happened, none lost, across a SIGKILL and a restart. Past a
+//! few windows, the backlog moves out of the database's memory into a file
+//! of the organization's (`spill/` in the data directory), read back in
+//! order.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -23,6 +26,11 @@ async fn gauge(server: &Running, name: &str) -> u64 {
         .filter(|line| line.starts_with(name) && !line.starts_with('#'))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
+}
+
+/// The backlog files in the data directory `dir`.
+fn backlog_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir.join("spill")).map_or(0, |entries| entries.count())
 }
 
 /// Deliveries held in memory (due, in flight, waiting for a retry) and
@@ -87,6 +95,10 @@ async fn a_backlog_waits_on_disk_and_is_delivered_in_order_once_the_endpoint_ans
     let (held, stored) = held_and_stored(&server).await;
     assert!(held <= WINDOW as u64, "held in memory: {held}");
     assert!(stored > (EVENTS - 20) as u64, "in the outbox: {stored}");
+    eventually(Duration::from_secs(10), "a backlog file", || async {
+        (backlog_files(dir.path()) == 1).then_some(())
+    })
+    .await;
 
     // A crash with the backlog queued; the restart holds only the window.
     server.kill_hard();
@@ -105,6 +117,11 @@ async fn a_backlog_waits_on_disk_and_is_delivered_in_order_once_the_endpoint_ans
         (held_and_stored(&server).await == (0, 0)).then_some(())
     })
     .await;
+    assert_eq!(
+        backlog_files(dir.path()),
+        0,
+        "read to its end, the file goes"
+    );
 
     // Every event was attempted; deliveries started in creation order.
     let received = receiver.received();

@@ -37,11 +37,13 @@ pub enum TreeName {
     /// org id | user id → Timestamp: when that member's role assignment
     /// ends (a tree of its own, so memberships keep their encoding)
     MemberExpiries,
+    /// org id → where that organization's backlog file stands (`spill`)
+    Spills,
 }
 
 impl TreeName {
     /// Every tree in transaction-view order.
-    pub const ALL: [TreeName; 14] = [
+    pub const ALL: [TreeName; 15] = [
         TreeName::Users,
         TreeName::UserEmails,
         TreeName::Tokens,
@@ -56,6 +58,7 @@ impl TreeName {
         TreeName::DeliveryLog,
         TreeName::Resources,
         TreeName::MemberExpiries,
+        TreeName::Spills,
     ];
 
     /// The on-disk name; a layout change gets a new suffix.
@@ -75,6 +78,7 @@ impl TreeName {
             TreeName::DeliveryLog => "delivery_log_v1",
             TreeName::Resources => "resources_v1",
             TreeName::MemberExpiries => "member_expiries_v1",
+            TreeName::Spills => "outbox_spills_v1",
         }
     }
 
@@ -193,7 +197,8 @@ mod tests {
                 "outbox_v2",
                 "delivery_log_v1",
                 "resources_v1",
-                "member_expiries_v1"
+                "member_expiries_v1",
+                "outbox_spills_v1"
             ]
         );
         let tags: Vec<u8> = ResourceKind::ALL.iter().map(|k| kind_tag(*k)).collect();

@@ -17,6 +17,7 @@ mod group_commit;
 pub mod keys;
 mod read;
 mod room;
+mod spill;
 mod write;
 
 use std::path::Path;
@@ -34,20 +35,23 @@ use crate::ids::UserId;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId};
 use crate::secrets::{SealingKey, Secret};
 use crate::storage::sealed::Rekeyed;
-use crate::storage::{Counts, Durability, Loaded, LogFilter, Page, StoreError, Window};
+use crate::storage::{Counts, Durability, Loaded, LogFilter, Page, Spilled, StoreError, Window};
 use crate::time::Timestamp;
 use codec::decode;
 use engine::{Engine, Slot};
 use group_commit::GroupCommit;
 use keys::TreeName;
 use room::Room;
+use spill::Spills;
 use write::{apply, commit_to, lift, lift_read, prepare, transaction, Aborted};
 
 /// The storage layout this build reads and writes: tree names and value
 /// encodings. A change gets a new number and a migration on open. Layout
 /// 2 keys the outbox by organization (`outbox_v2`), so that each
-/// organization's backlog is read in order, a window at a time.
-const LAYOUT: u8 = 2;
+/// organization's backlog is read in order, a window at a time. Layout 3
+/// adds the spills tree: an older build would not see the jobs in a
+/// backlog file.
+const LAYOUT: u8 = 3;
 
 /// Performance settings of the database.
 #[derive(Clone, Copy, Debug)]
@@ -76,6 +80,8 @@ pub struct SledStore {
     slot: Arc<Slot>,
     committer: GroupCommit,
     room: Room,
+    /// Long backlogs' files.
+    spills: Spills,
     /// Seals webhook secrets at rest, when `storage.secret_key` is set.
     key: Option<SealingKey>,
 }
@@ -93,13 +99,15 @@ impl SledStore {
         })?;
         check_layout(&engine)?;
         seal_stored_secrets(&engine, key.as_ref())?;
-        let slot = Slot::new(dir, tuning, engine);
         let room = Room::new(dir, tuning.min_free_mb);
+        let spills = Spills::open(dir, room.clone(), &engine)?;
+        let slot = Slot::new(dir, tuning, engine);
         let committer = GroupCommit::start(slot.clone(), room.clone(), tuning.commit_window)?;
         Ok(SledStore {
             slot,
             committer,
             room,
+            spills,
             key,
         })
     }
@@ -219,13 +227,15 @@ impl SledStore {
         slot.close()
     }
 
-    /// Unfinished deliveries in the outbox: a count of keys, off the
-    /// caller's thread.
+    /// Unfinished deliveries: the outbox tree's keys and the jobs in
+    /// backlog files, counted off the caller's thread.
     pub async fn outbox_len(&self) -> Result<usize, StoreError> {
-        let outbox = self.slot.current()?.tree(TreeName::Outbox).clone();
-        tokio::task::spawn_blocking(move || outbox.len())
-            .await
-            .map_err(StoreError::engine)
+        let engine = self.slot.current()?;
+        let counted = tokio::task::spawn_blocking(move || {
+            let spilled = spill::queued(&engine)?;
+            Ok::<_, StoreError>(engine.tree(TreeName::Outbox).len() + spilled as usize)
+        });
+        counted.await.map_err(StoreError::engine)?
     }
 
     /// The database's size on disk in bytes.
@@ -259,20 +269,46 @@ impl SledStore {
     }
 
     /// Up to `limit` of `org`'s unfinished deliveries after `after`, oldest
-    /// first.
+    /// first; those read back from its backlog file move into the outbox
+    /// tree (see [`spill`]).
     pub fn outbox_after(
         &self,
         org: OrgId,
         after: Option<DeliveryId>,
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
-        self.read(|engine| engine.outbox_after(org, after, limit))
+        self.read(|engine| self.spills.read_after(engine, org, after, limit))
     }
 
     /// Each organization's first `limit` unfinished deliveries, and whether
     /// more wait.
     pub fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
-        self.read(|engine| engine.outbox_windows(limit))
+        self.read(|engine| {
+            let mut orgs = engine.outbox_orgs()?;
+            orgs.extend(spill::orgs(engine)?);
+            orgs.sort_unstable();
+            orgs.dedup();
+            orgs.into_iter()
+                .map(|org| {
+                    let mut jobs = self.spills.read_after(engine, org, None, limit + 1)?;
+                    let more = jobs.len() > limit;
+                    jobs.truncate(limit);
+                    Ok(Window { org, jobs, more })
+                })
+                .collect()
+        })
+    }
+
+    /// See [`crate::storage::Store::spill`]: at most `max` of `org`'s jobs
+    /// after `after`, past the next `keep`, move to its backlog file.
+    pub fn spill(
+        &self,
+        org: OrgId,
+        after: Option<DeliveryId>,
+        keep: usize,
+        max: usize,
+    ) -> Result<Spilled, StoreError> {
+        self.read(|engine| self.spills.spill(engine, org, after, keep, max))
     }
 
     /// A workspace resource of `org`.
@@ -353,7 +389,7 @@ impl SledStore {
 }
 
 /// Refuses a database of a layout this build does not know; migrates
-/// layout 1; stamps a new one with this build's.
+/// layouts 1 and 2; stamps a new one with this build's.
 fn check_layout(engine: &Engine) -> Result<(), StoreError> {
     let meta = engine.tree(TreeName::Meta);
     let stamp = || -> Result<(), StoreError> {
@@ -369,6 +405,8 @@ fn check_layout(engine: &Engine) -> Result<(), StoreError> {
     {
         None => stamp(),
         Some([version]) if *version == LAYOUT => drop_old_outbox(engine),
+        // Layout 2 lacks only the spills tree, which opening created empty.
+        Some([2]) => stamp(),
         Some([1]) => {
             migrate_outbox(engine)?;
             stamp()?;
@@ -504,7 +542,7 @@ mod tests {
     /// Opens `dir`, waiting out a moment in which a database dropped just
     /// before still holds its lock (sled's flusher thread lets go of it
     /// asynchronously).
-    fn open(dir: &Path) -> SledStore {
+    pub(super) fn open(dir: &Path) -> SledStore {
         let mut tries = 0;
         loop {
             match SledStore::open(dir, Tuning::default(), None) {

@@ -15,7 +15,7 @@ use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, UserId};
 use crate::secrets::SealingKey;
 use crate::storage::sealed::opened;
-use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, Window};
+use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError};
 use crate::time::Timestamp;
 
 /// An outbox key too short to hold an organization id.
@@ -46,7 +46,7 @@ impl Engine {
             webhooks: len(TreeName::Webhooks),
             audit_records: len(TreeName::Audit),
             resources: len(TreeName::Resources),
-            deliveries: len(TreeName::Outbox),
+            deliveries: len(TreeName::Outbox) + super::spill::queued(self)?,
             log_records: len(TreeName::DeliveryLog),
             admin_tokens: u64::from(self.admin_token_hash()?.is_some()),
         })
@@ -177,11 +177,13 @@ impl Engine {
         )
     }
 
-    /// Up to `limit` of `org`'s jobs after `after`, oldest first.
+    /// Up to `limit` of `org`'s jobs in the outbox tree after `after` and
+    /// before `until`, oldest first.
     pub fn outbox_after(
         &self,
         org: OrgId,
         after: Option<DeliveryId>,
+        until: Option<DeliveryId>,
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
         let start = match after {
@@ -193,8 +195,14 @@ impl Engine {
             }
             None => org.as_bytes().to_vec(),
         };
-        let mut end = org.as_bytes().to_vec();
-        end.extend_from_slice(&[0xff; 17]);
+        let end = match until {
+            Some(id) => keys::job(org, id).to_vec(),
+            None => {
+                let mut end = org.as_bytes().to_vec();
+                end.extend_from_slice(&[0xff; 17]);
+                end
+            }
+        };
         self.tree(TreeName::Outbox)
             .range(start..end)
             .values()
@@ -203,26 +211,23 @@ impl Engine {
             .collect()
     }
 
-    /// Each organization's first `limit` jobs and whether more wait: one
-    /// range read per organization, skipping to the next by key.
-    pub fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
+    /// The organizations with jobs in the outbox tree: one read per
+    /// organization, skipping to the next by key.
+    pub fn outbox_orgs(&self) -> Result<Vec<OrgId>, StoreError> {
         let outbox = self.tree(TreeName::Outbox);
-        let mut windows = Vec::new();
+        let mut orgs = Vec::new();
         let mut from = Vec::new();
         while let Some(entry) = outbox.range(from.as_slice()..).next() {
             let (key, _) = entry.map_err(StoreError::engine)?;
             let Some(org) = key.get(..16).and_then(OrgId::from_slice) else {
                 return Err(StoreError::codec(BadKey));
             };
-            let mut jobs = self.outbox_after(org, None, limit + 1)?;
-            let more = jobs.len() > limit;
-            jobs.truncate(limit);
-            windows.push(Window { org, jobs, more });
+            orgs.push(org);
             // Past every key of this organization.
             from = org.as_bytes().to_vec();
             from.extend_from_slice(&[0xff; 17]);
         }
-        Ok(windows)
+        Ok(orgs)
     }
 
     /// Up to `limit` records of `org` in `tree` that pass `filter`, newest
