@@ -117,6 +117,8 @@ async fn copy_history<F: FnMut(u64)>(
         })
         .await?;
     }
+    // On sled, reading moves jobs of a backlog file back into the outbox
+    // tree: the source keeps the same jobs, in order.
     let mut after = None;
     loop {
         let jobs = from.outbox_after(org, after, CHUNK).await?;
