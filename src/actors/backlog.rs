@@ -202,6 +202,13 @@ impl Backlog {
         }
     }
 
+    /// A failed move of `org` is due again, however few jobs came since.
+    pub fn spill_again(&mut self, org: OrgId) {
+        if let Some(entry) = self.orgs.get_mut(&org) {
+            entry.unspilled = entry.unspilled.max(self.spill_after);
+        }
+    }
+
     /// More of `org`'s jobs wait in the outbox: committed by another node,
     /// or under a lease just claimed.
     pub fn more_on_disk(&mut self, org: OrgId) {
@@ -360,6 +367,9 @@ mod tests {
         assert_eq!(again.after, Some(all[2].delivery_id));
         backlog.spill_done(org, false);
         assert_eq!(backlog.next_spill(org), None, "nothing left to move");
+        // A failed move is tried again when its timer says so.
+        backlog.spill_again(org);
+        assert!(backlog.next_spill(org).is_some());
     }
 
     #[test]

@@ -30,6 +30,8 @@ const READ_RETRY: Duration = Duration::from_secs(1);
 /// Jobs one move out of the database's memory takes at most (one
 /// transaction); another follows while more wait.
 const SPILL_AT_MOST: usize = 8192;
+/// How long a failed move out of memory waits before it is tried again.
+const SPILL_RETRY: Duration = Duration::from_secs(10);
 
 /// Schedules attempts.
 pub struct Dispatcher {
@@ -231,8 +233,12 @@ impl Dispatcher {
                 // The jobs stay in the outbox, in memory's way only.
                 tracing::warn!(
                     organization_id = %spill.org, error = %crate::telemetry::cause_chain(&err),
-                    "moving a backlog out of memory failed; it stays in the database"
+                    "moving a backlog out of memory failed; trying again shortly"
                 );
+                ctx.run_later(SPILL_RETRY, move |act, ctx| {
+                    act.backlog.spill_again(spill.org);
+                    act.spill_backlog(spill.org, ctx);
+                });
                 false
             }
         };

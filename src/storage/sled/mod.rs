@@ -288,14 +288,23 @@ impl SledStore {
             orgs.extend(spill::orgs(engine)?);
             orgs.sort_unstable();
             orgs.dedup();
-            orgs.into_iter()
-                .map(|org| {
-                    let mut jobs = self.spills.read_after(engine, org, None, limit + 1)?;
-                    let more = jobs.len() > limit;
-                    jobs.truncate(limit);
-                    Ok(Window { org, jobs, more })
-                })
-                .collect()
+            let mut windows = Vec::with_capacity(orgs.len());
+            for org in orgs {
+                match self.spills.read_after(engine, org, None, limit + 1) {
+                    Ok(mut jobs) => {
+                        let more = jobs.len() > limit;
+                        jobs.truncate(limit);
+                        windows.push(Window { org, jobs, more });
+                    }
+                    // One organization's unreadable backlog holds up only its own.
+                    Err(err) if !engine::is_io_failure(&err) => tracing::error!(
+                        organization_id = %org, error = %crate::telemetry::cause_chain(&err),
+                        "reading this organization's outbox failed; its deliveries wait for the next start"
+                    ),
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(windows)
         })
     }
 

@@ -42,6 +42,8 @@ use crate::storage::{Spilled, StoreError};
 const DIRECTORY: &str = "spill";
 /// A frame longer than this is corruption, not a job.
 const MAX_FRAME: u32 = 64 * 1024 * 1024;
+/// Bytes one move takes at most (after its first job): jobs may be large.
+const MOVE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// One organization's file, as committed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,22 +132,32 @@ impl Spills {
         let _moving = self.lock();
         let current = record(engine, org)?;
         let (from, skip) = match (&current, after) {
-            (Some(spill), _) => (key_after(org, spill.last), 0),
+            // Appended after the file's last, and never at or before `after`.
+            (Some(spill), after) => {
+                let from = after.map_or(spill.last, |id| id.max(spill.last));
+                (key_after(org, from), 0)
+            }
             (None, Some(id)) => (key_after(org, id), keep),
             (None, None) => (org.as_bytes().to_vec(), keep),
         };
-        let mut rows = engine
+        let rows = engine
             .tree(TreeName::Outbox)
             .range(from..end_of(org))
             .skip(skip);
-        let moving = rows.by_ref().take(max).collect::<Result<Vec<_>, _>>();
-        let moving = moving.map_err(StoreError::engine)?;
-        let more = rows.next().is_some();
+        let (mut moving, mut bytes, mut more) = (Vec::new(), 0u64, false);
+        for row in rows {
+            if moving.len() == max || bytes >= MOVE_BYTES {
+                more = true;
+                break;
+            }
+            let (key, value) = row.map_err(StoreError::engine)?;
+            bytes += 4 + value.len() as u64;
+            moving.push((key, value));
+        }
         let (Some((first, _)), Some((last, _))) = (moving.first(), moving.last()) else {
             return Ok(Spilled::default());
         };
         let (first, last) = (id_of(first)?, id_of(last)?);
-        let bytes: u64 = moving.iter().map(|(_, v)| 4 + v.len() as u64).sum();
         self.room.check(bytes)?;
         let file = current.as_ref().map_or(first, |spill| spill.file);
         let path = self.path(org, file);
@@ -225,7 +237,10 @@ impl Spills {
     }
 
     /// Moves the file's next `count` jobs back into the outbox; the record
-    /// goes once the file is read to its end, and the file after that.
+    /// goes once the file is read to its end, and the file after that. The
+    /// move is flushed before the jobs are handed out: the dispatcher acts
+    /// on them at once, so a database reopened after an I/O failure must
+    /// not forget that they left the file (nor the move that put them in).
     fn read_back(
         &self,
         engine: &Engine,
@@ -249,6 +264,8 @@ impl Spills {
             offset += 4 + value.len() as u64;
             rows.push((keys::job(org, job.delivery_id), value));
         }
+        self.room
+            .check(rows.iter().map(|(_, v)| v.len() as u64).sum())?;
         let record = match next {
             Some(next) => Some(encode(&Spill {
                 next,
@@ -278,10 +295,10 @@ impl Spills {
             },
         )
         .map_err(Aborted::into_error)?;
+        engine.db.flush().map_err(StoreError::engine)?;
         if record.is_none() {
-            // Not before the record's removal is on disk: a crash would
-            // bring the record back, naming a file that is gone.
-            engine.db.flush().map_err(StoreError::engine)?;
+            // Only now that the record's removal is on disk: a crash would
+            // bring it back, naming a file that is gone.
             std::fs::remove_file(&path)?;
         }
         Ok(())
@@ -361,6 +378,9 @@ fn append<'v>(
         .truncate(false)
         .mode(0o600)
         .open(path)?;
+    if file.metadata()?.len() < committed {
+        return Err(missing(path, "is shorter than its committed length"));
+    }
     file.set_len(committed)?;
     let mut out = BufWriter::new(file);
     out.seek(SeekFrom::Start(committed))?;
@@ -562,6 +582,33 @@ mod tests {
         let held: Vec<DeliveryId> = window.jobs.iter().map(|job| job.delivery_id).collect();
         assert_eq!((window.org, &held[..], window.more), (org, &ids[..5], true));
         assert_eq!(read_all(&store, org, 5)[5..], ids[5..]);
+    }
+
+    #[test]
+    fn a_move_stops_at_its_byte_budget_and_refuses_a_short_file() {
+        let Some(dir) = tempfile::tempdir().ok() else {
+            return;
+        };
+        let store = open(dir.path());
+        let org = OrgId::generate();
+        let big = vec![b'x'; 6 * 1024 * 1024];
+        let jobs: Vec<Write> = (0..4)
+            .map(|_| Write::PutJob(Job::new(org, EventKind::TaskCreated, big.clone())))
+            .collect();
+        assert!(store.append(&jobs).is_ok());
+        assert_eq!(spill(&store, org, 0, 100), (3, true), "18 MiB: past 16");
+        let Ok([file]) = <[_; 1]>::try_from(files(dir.path())) else {
+            panic!("one file");
+        };
+        assert!(std::fs::write(&file, b"short").is_ok());
+        let Err(err) = store.spill(org, None, 0, 100) else {
+            panic!("appended to a file shorter than committed");
+        };
+        let message = crate::telemetry::cause_chain(&err);
+        assert!(
+            message.contains("shorter than its committed length"),
+            "{message}"
+        );
     }
 
     #[test]
