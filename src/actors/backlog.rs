@@ -10,7 +10,8 @@
 //! A new job comes from a commit: it is held when there is room and nothing
 //! waits before it, else it waits in the outbox and is read in its turn; one
 //! whose id is at or before the cursor (committed after a job created later
-//! than it) is held at once, since no read will reach it.
+//! than it) is held at once, since no read will reach it, unless a read
+//! already found it (a commit is visible before it is announced).
 //!
 //! Once `SPILL_AFTER_WINDOWS` windows of an organization's jobs wait in the
 //! outbox, the store is asked to move them, past the next window, out of
@@ -19,7 +20,7 @@
 //! nothing waits), and no read runs meanwhile: a move and a read of one
 //! organization never overlap.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::domain::delivery::Job;
 use crate::ids::{DeliveryId, OrgId};
@@ -31,7 +32,7 @@ const SPILL_AFTER_WINDOWS: usize = 4;
 #[derive(Debug, Default)]
 struct OrgBacklog {
     /// Jobs held in memory: due, waiting for their retry, or in flight.
-    held: usize,
+    held: HashSet<DeliveryId>,
     /// Every job with an id up to this one is held or finished.
     cursor: Option<DeliveryId>,
     /// Jobs after the cursor may wait in the outbox.
@@ -98,7 +99,7 @@ impl Backlog {
     /// At start: `jobs`, the first of `org`'s, are held; `more` wait after.
     pub fn restore(&mut self, org: OrgId, jobs: &[Job], more: bool) {
         let entry = self.orgs.entry(org).or_default();
-        entry.held += jobs.len();
+        entry.held.extend(jobs.iter().map(|j| j.delivery_id));
         entry.cursor = jobs.iter().map(|j| j.delivery_id).max().max(entry.cursor);
         entry.on_disk |= more;
         if more {
@@ -107,17 +108,17 @@ impl Backlog {
         }
     }
 
-    /// A new durable job: whether to hold it now (else it waits in the outbox).
+    /// A new durable job: whether to hold it now (else it waits in the
+    /// outbox, or a read found it first and it is held already).
     pub fn admit(&mut self, job: &Job) -> bool {
         let window = self.window;
         let entry = self.orgs.entry(job.organization_id).or_default();
         let id = job.delivery_id;
         if entry.cursor.is_some_and(|cursor| id <= cursor) {
-            entry.held += 1;
-            return true;
+            return entry.held.insert(id);
         }
-        if !entry.on_disk && entry.held < window {
-            entry.held += 1;
+        if !entry.on_disk && entry.held.len() < window {
+            entry.held.insert(id);
             entry.cursor = Some(id);
             return true;
         }
@@ -129,11 +130,11 @@ impl Backlog {
         false
     }
 
-    /// A held job of `org` finished: its place is free.
-    pub fn released(&mut self, org: OrgId) {
+    /// `org`'s held job `id` finished: its place is free.
+    pub fn released(&mut self, org: OrgId, id: DeliveryId) {
         if let Some(entry) = self.orgs.get_mut(&org) {
-            entry.held = entry.held.saturating_sub(1);
-            if entry.held == 0 && !entry.on_disk && !entry.reading && !entry.spilling {
+            entry.held.remove(&id);
+            if entry.held.is_empty() && !entry.on_disk && !entry.reading && !entry.spilling {
                 self.orgs.remove(&org);
             }
         }
@@ -144,7 +145,7 @@ impl Backlog {
     pub fn next_read(&mut self, org: OrgId) -> Option<Read> {
         let window = self.window;
         let entry = self.orgs.get_mut(&org)?;
-        let room = window.saturating_sub(entry.held);
+        let room = window.saturating_sub(entry.held.len());
         if !entry.on_disk || entry.reading || entry.spilling || room == 0 || room < window / 4 {
             return None;
         }
@@ -159,21 +160,25 @@ impl Backlog {
 
     /// The read `read` returned `jobs`: they are held now (the cursor moves
     /// past them); the outbox is caught up when fewer came than asked and
-    /// nothing was left there meanwhile.
-    pub fn read_done(&mut self, read: Read, jobs: &[Job]) {
+    /// nothing was left there meanwhile. Returns those not held already.
+    pub fn read_done(&mut self, read: Read, jobs: Vec<Job>) -> Vec<Job> {
         let Some(entry) = self.orgs.get_mut(&read.org) else {
-            return;
+            return Vec::new();
         };
         entry.reading = false;
-        entry.held += jobs.len();
         entry.cursor = jobs.iter().map(|j| j.delivery_id).max().max(entry.cursor);
         if jobs.len() < read.limit && !entry.missed {
             entry.on_disk = false;
         }
         entry.missed = false;
-        if entry.held == 0 && !entry.on_disk {
+        let jobs: Vec<Job> = jobs
+            .into_iter()
+            .filter(|job| entry.held.insert(job.delivery_id))
+            .collect();
+        if entry.held.is_empty() && !entry.on_disk {
             self.orgs.remove(&read.org);
         }
+        jobs
     }
 
     /// The move out of memory `org` needs now, if any: enough jobs were
@@ -246,7 +251,7 @@ impl Backlog {
 
     /// Jobs held in memory, over all organizations.
     pub fn held(&self) -> usize {
-        self.orgs.values().map(|entry| entry.held).sum()
+        self.orgs.values().map(|entry| entry.held.len()).sum()
     }
 }
 
@@ -254,6 +259,12 @@ impl Backlog {
 mod tests {
     use super::*;
     use crate::domain::event::EventKind;
+
+    fn release(backlog: &mut Backlog, jobs: &[Job]) {
+        for job in jobs {
+            backlog.released(job.organization_id, job.delivery_id);
+        }
+    }
 
     fn jobs(org: OrgId, n: usize) -> Vec<Job> {
         (0..n)
@@ -272,7 +283,7 @@ mod tests {
             [true, true, true, true, false, false, false, false, false, false]
         );
         assert_eq!(backlog.next_read(org), None, "no room yet");
-        backlog.released(org);
+        release(&mut backlog, &all[..1]);
         let read = backlog.next_read(org);
         assert_eq!(
             read,
@@ -284,23 +295,19 @@ mod tests {
         );
         assert_eq!(backlog.next_read(org), None, "one read at a time");
         let Some(read) = read else { return };
-        backlog.read_done(read, &all[4..5]);
+        backlog.read_done(read, all[4..5].to_vec());
         assert_eq!(backlog.held(), 4);
-        for _ in 0..4 {
-            backlog.released(org);
-        }
+        release(&mut backlog, &all[1..5]);
         let Some(read) = backlog.next_read(org) else {
             panic!("a read after the room freed")
         };
         assert_eq!((read.after, read.limit), (Some(all[4].delivery_id), 4));
-        backlog.read_done(read, &all[5..9]);
-        for _ in 0..4 {
-            backlog.released(org);
-        }
+        backlog.read_done(read, all[5..9].to_vec());
+        release(&mut backlog, &all[5..9]);
         let Some(read) = backlog.next_read(org) else {
             panic!("the last job still waits")
         };
-        backlog.read_done(read, &all[9..10]);
+        backlog.read_done(read, all[9..10].to_vec());
         assert_eq!(backlog.next_read(org), None, "caught up");
         // Caught up: a new job is held at once again.
         assert!(backlog.admit(&jobs(org, 1)[0]));
@@ -313,14 +320,13 @@ mod tests {
         let all = jobs(org, 4);
         assert!(backlog.admit(&all[0]) && backlog.admit(&all[1]));
         assert!(!backlog.admit(&all[2]));
-        backlog.released(org);
-        backlog.released(org);
+        release(&mut backlog, &all[..2]);
         let Some(read) = backlog.next_read(org) else {
             panic!("a read")
         };
         // Committed while the read runs; the read did not see it.
         assert!(!backlog.admit(&all[3]));
-        backlog.read_done(read, &all[2..3]);
+        backlog.read_done(read, all[2..3].to_vec());
         let Some(again) = backlog.next_read(org) else {
             panic!("the outbox is not caught up: all[3] waits")
         };
@@ -353,14 +359,14 @@ mod tests {
             "after the cursor: nothing held is moved"
         );
         assert_eq!(backlog.next_spill(org), None, "one move at a time");
-        backlog.released(org);
+        release(&mut backlog, &all[..1]);
         assert_eq!(backlog.next_read(org), None, "no read during a move");
         backlog.spill_done(org, true);
         let Some(read) = backlog.next_read(org) else {
             panic!("a read once the move is over")
         };
         assert_eq!(backlog.next_spill(org), None, "no move during a read");
-        backlog.read_done(read, &all[2..3]);
+        backlog.read_done(read, all[2..3].to_vec());
         let Some(again) = backlog.next_spill(org) else {
             panic!("more could move: the next move follows")
         };
@@ -370,6 +376,34 @@ mod tests {
         // A failed move is tried again when its timer says so.
         backlog.spill_again(org);
         assert!(backlog.next_spill(org).is_some());
+    }
+
+    #[test]
+    fn a_job_a_read_found_before_its_commit_was_announced_is_held_once() {
+        let org = OrgId::generate();
+        let mut backlog = Backlog::new(2);
+        let all = jobs(org, 4);
+        assert!(backlog.admit(&all[0]) && backlog.admit(&all[1]));
+        assert!(!backlog.admit(&all[2]));
+        release(&mut backlog, &all[..2]);
+        let Some(read) = backlog.next_read(org) else {
+            panic!("a read")
+        };
+        // all[3] is committed and visible; the read finds it before the
+        // commit's announcement reaches the dispatcher.
+        let held = backlog.read_done(read, all[2..4].to_vec());
+        assert_eq!(held.len(), 2);
+        assert!(!backlog.admit(&all[3]), "held already: not twice");
+        assert_eq!(backlog.held(), 2);
+        let again = Read {
+            org,
+            after: None,
+            limit: 2,
+        };
+        assert!(
+            backlog.read_done(again, all[2..3].to_vec()).is_empty(),
+            "a job held already is not handed out again"
+        );
     }
 
     #[test]
@@ -399,11 +433,11 @@ mod tests {
         };
         // More committed while the read runs.
         backlog.more_on_disk(org);
-        backlog.read_done(read, &[]);
+        backlog.read_done(read, Vec::new());
         let Some(again) = backlog.next_read(org) else {
             panic!("read again: the first may have missed them")
         };
-        backlog.read_done(again, &[]);
+        backlog.read_done(again, Vec::new());
         assert!(backlog.idle(org), "nothing held, nothing waits");
         backlog.more_on_disk(org);
         backlog.forget(org);
@@ -416,11 +450,10 @@ mod tests {
         let mut backlog = Backlog::new(3);
         let first = jobs(org, 3);
         backlog.restore(org, &first, true);
-        backlog.restore(other, &jobs(other, 1), false);
+        let others = jobs(other, 1);
+        backlog.restore(other, &others, false);
         assert_eq!(backlog.waiting().collect::<Vec<_>>(), [org]);
-        for _ in 0..3 {
-            backlog.released(org);
-        }
+        release(&mut backlog, &first);
         let read = backlog.next_read(org);
         assert_eq!(read.map(|r| r.after), Some(Some(first[2].delivery_id)));
         let Some(read) = read else { return };
@@ -429,7 +462,7 @@ mod tests {
             backlog.next_read(org).is_some(),
             "a failed read is tried again"
         );
-        backlog.released(other);
+        release(&mut backlog, &others);
         assert_eq!(backlog.held(), 0);
     }
 }

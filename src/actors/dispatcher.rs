@@ -20,7 +20,7 @@ use crate::actors::messages::{
 use crate::actors::shared::Shared;
 use crate::domain::change::Write;
 use crate::domain::delivery::{next_step, AttemptOutcome, Job, LogRecord, NextStep};
-use crate::ids::OrgId;
+use crate::ids::{DeliveryId, OrgId};
 use crate::storage::postgres::{Lease, SharedQueue};
 use crate::storage::Store;
 use crate::time::Timestamp;
@@ -188,8 +188,7 @@ impl Dispatcher {
     /// `read` returned `jobs`: they are held, and the next read follows
     /// (after a move out of memory, if one is due).
     pub(super) fn read_done(&mut self, read: Read, jobs: Vec<Job>, ctx: &mut Context<Self>) {
-        self.backlog.read_done(read, &jobs);
-        for job in jobs {
+        for job in self.backlog.read_done(read, jobs) {
             self.schedule(job, ctx);
         }
         self.pump();
@@ -262,9 +261,9 @@ impl Dispatcher {
         ctx.run_later(READ_RETRY, move |act, ctx| act.read_backlog(read.org, ctx));
     }
 
-    /// A held delivery of `org` finished: its place goes to the next one.
-    fn released(&mut self, org: OrgId, ctx: &mut Context<Self>) {
-        self.backlog.released(org);
+    /// A held delivery `id` of `org` finished: its place goes to the next one.
+    fn released(&mut self, org: OrgId, id: DeliveryId, ctx: &mut Context<Self>) {
+        self.backlog.released(org, id);
         self.read_backlog(org, ctx);
     }
 
@@ -397,7 +396,7 @@ impl Handler<AttemptFinished> for Dispatcher {
     type Result = ();
 
     fn handle(&mut self, msg: AttemptFinished, ctx: &mut Self::Context) {
-        let org = msg.job.organization_id;
+        let (org, id) = (msg.job.organization_id, msg.job.delivery_id);
         self.queue.finished(org);
         // An attempt of a lease lost meanwhile is recorded, nothing more.
         let orphan = self
@@ -406,7 +405,7 @@ impl Handler<AttemptFinished> for Dispatcher {
             .is_some_and(|shared| shared.finished(&msg.job));
         match self.record(msg.job, msg.outcome) {
             Some(retry) if !orphan => self.schedule(retry, ctx),
-            None if !orphan => self.released(org, ctx),
+            None if !orphan => self.released(org, id, ctx),
             _ => {}
         }
         self.pump();
@@ -422,8 +421,9 @@ impl Handler<DropOrg> for Dispatcher {
     fn handle(&mut self, DropOrg(org): DropOrg, ctx: &mut Self::Context) {
         let at = Timestamp::now();
         for job in self.queue.drop_org(org) {
+            let id = job.delivery_id;
             self.record(job, AttemptOutcome::EndpointRemoved { at });
-            self.backlog.released(org);
+            self.backlog.released(org, id);
         }
         // What waits in the outbox is read in turn and found orphaned.
         self.read_backlog(org, ctx);
