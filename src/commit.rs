@@ -264,9 +264,7 @@ mod tests {
             let Store::Sled(sled) = &self.store else {
                 panic!("this test runs on sled")
             };
-            let stored = sled
-                .outbox_after(self.org, None, usize::MAX)
-                .unwrap_or_default();
+            let stored = sled.outbox_tree(self.org).unwrap_or_default();
             let published = self
                 .directory
                 .get(self.org)

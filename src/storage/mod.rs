@@ -508,13 +508,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
         match self {
-            Store::Sled(store) => {
-                // Off the caller's thread: it may read a backlog file back.
-                let store = store.clone();
-                let reading =
-                    tokio::task::spawn_blocking(move || store.outbox_after(org, after, limit));
-                reading.await.map_err(StoreError::engine)?
-            }
+            Store::Sled(store) => store.outbox_after(org, after, limit).await,
             Store::Postgres(store) => store.outbox_after(org, after, limit).await,
         }
     }
@@ -552,7 +546,7 @@ impl Store {
     /// more wait: what the dispatcher holds at start.
     pub async fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
         match self {
-            Store::Sled(store) => store.outbox_windows(limit),
+            Store::Sled(store) => store.outbox_windows(limit).await,
             Store::Postgres(store) => store.outbox_windows(limit).await,
         }
     }

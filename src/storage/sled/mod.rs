@@ -269,43 +269,71 @@ impl SledStore {
     }
 
     /// Up to `limit` of `org`'s unfinished deliveries after `after`, oldest
-    /// first; those read back from its backlog file move into the outbox
-    /// tree (see [`spill`]).
-    pub fn outbox_after(
+    /// first, read off the caller's thread. Those read back from its
+    /// backlog file move into the outbox tree (see [`spill`]), durably
+    /// before they are returned: the next shared flush.
+    pub async fn outbox_after(
         &self,
         org: OrgId,
         after: Option<DeliveryId>,
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
-        self.read(|engine| self.spills.read_after(engine, org, after, limit))
+        let store = self.clone();
+        let (jobs, read_back) = tokio::task::spawn_blocking(move || {
+            store.read(|engine| store.spills.read_after(engine, org, after, limit))
+        })
+        .await
+        .map_err(StoreError::engine)??;
+        if read_back {
+            self.committer.durable().await?;
+        }
+        Ok(jobs)
     }
 
     /// Each organization's first `limit` unfinished deliveries, and whether
-    /// more wait.
-    pub fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
-        self.read(|engine| {
-            let mut orgs = engine.outbox_orgs()?;
-            orgs.extend(spill::orgs(engine)?);
-            orgs.sort_unstable();
-            orgs.dedup();
-            let mut windows = Vec::with_capacity(orgs.len());
-            for org in orgs {
-                match self.spills.read_after(engine, org, None, limit + 1) {
-                    Ok(mut jobs) => {
-                        let more = jobs.len() > limit;
-                        jobs.truncate(limit);
-                        windows.push(Window { org, jobs, more });
-                    }
-                    // One organization's unreadable backlog holds up only its own.
-                    Err(err) if !engine::is_io_failure(&err) => tracing::error!(
-                        organization_id = %org, error = %crate::telemetry::cause_chain(&err),
-                        "reading this organization's outbox failed; its deliveries wait for the next start"
-                    ),
-                    Err(err) => return Err(err),
+    /// more wait; durable like [`SledStore::outbox_after`]'s.
+    pub async fn outbox_windows(&self, limit: usize) -> Result<Vec<Window>, StoreError> {
+        let store = self.clone();
+        let (windows, read_back) =
+            tokio::task::spawn_blocking(move || store.read(|engine| store.windows(engine, limit)))
+                .await
+                .map_err(StoreError::engine)??;
+        if read_back {
+            self.committer.durable().await?;
+        }
+        Ok(windows)
+    }
+
+    fn windows(&self, engine: &Engine, limit: usize) -> Result<(Vec<Window>, bool), StoreError> {
+        let mut orgs = engine.outbox_orgs()?;
+        orgs.extend(spill::orgs(engine)?);
+        orgs.sort_unstable();
+        orgs.dedup();
+        let (mut windows, mut read_back) = (Vec::with_capacity(orgs.len()), false);
+        for org in orgs {
+            match self.spills.read_after(engine, org, None, limit + 1) {
+                Ok((mut jobs, moved)) => {
+                    read_back |= moved;
+                    let more = jobs.len() > limit;
+                    jobs.truncate(limit);
+                    windows.push(Window { org, jobs, more });
                 }
+                // One organization's unreadable backlog holds up only its own.
+                Err(err) if !engine::is_io_failure(&err) => tracing::error!(
+                    organization_id = %org, error = %crate::telemetry::cause_chain(&err),
+                    "reading this organization's outbox failed; its deliveries wait for the next start"
+                ),
+                Err(err) => return Err(err),
             }
-            Ok(windows)
-        })
+        }
+        Ok((windows, read_back))
+    }
+
+    /// `org`'s jobs in the outbox tree as it stands, oldest first (none from
+    /// a backlog file): what a commit has just written.
+    #[cfg(test)]
+    pub fn outbox_tree(&self, org: OrgId) -> Result<Vec<Job>, StoreError> {
+        self.read(|engine| engine.outbox_after(org, None, None, usize::MAX))
     }
 
     /// See [`crate::storage::Store::spill`]: at most `max` of `org`'s jobs
@@ -607,8 +635,8 @@ mod tests {
     /// A data directory of layout 1 (the outbox keyed by delivery id) opens
     /// as layout 2: its jobs are kept, now by organization, the old tree is
     /// gone, and the layout is stamped.
-    #[test]
-    fn a_layout_1_outbox_is_moved_to_layout_2() {
+    #[tokio::test]
+    async fn a_layout_1_outbox_is_moved_to_layout_2() {
         use crate::domain::event::EventKind;
         let Some(dir) = tempfile::tempdir().ok() else {
             panic!("no temp dir");
@@ -636,9 +664,12 @@ mod tests {
             assert!(db.flush().is_ok());
         }
         let storage = open(dir.path());
-        let mine = storage.outbox_after(org, None, 10).unwrap_or_default();
+        let mine = storage
+            .outbox_after(org, None, 10)
+            .await
+            .unwrap_or_default();
         assert_eq!(mine, vec![jobs[0].clone(), jobs[2].clone()]);
-        let windows = storage.outbox_windows(1).unwrap_or_default();
+        let windows = storage.outbox_windows(1).await.unwrap_or_default();
         let summary: Vec<(OrgId, usize, bool)> = windows
             .iter()
             .map(|w| (w.org, w.jobs.len(), w.more))

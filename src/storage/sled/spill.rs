@@ -44,6 +44,9 @@ const DIRECTORY: &str = "spill";
 const MAX_FRAME: u32 = 64 * 1024 * 1024;
 /// Bytes one move takes at most (after its first job): jobs may be large.
 const MOVE_BYTES: u64 = 16 * 1024 * 1024;
+/// Jobs one read-back moves at least (when the file has them): each ends
+/// in a flush, so the next reads find theirs in the tree.
+const READ_BACK_AT_LEAST: usize = 1024;
 
 /// One organization's file, as committed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,33 +217,37 @@ impl Spills {
 
     /// Up to `limit` of `org`'s jobs after `after`, oldest first: the
     /// tree's head, then jobs read back from the file (moved into the tree,
-    /// where finishing them deletes them), then the tail.
+    /// where finishing them deletes them), then the tail; and whether any
+    /// were read back. Such a move is not flushed yet: the caller must make
+    /// it durable before it hands the jobs out, or a database reopened
+    /// after an I/O failure would forget that they left the file (and the
+    /// move that put them there).
     pub fn read_after(
         &self,
         engine: &Engine,
         org: OrgId,
         after: Option<DeliveryId>,
         limit: usize,
-    ) -> Result<Vec<Job>, StoreError> {
+    ) -> Result<(Vec<Job>, bool), StoreError> {
         let _reading = self.lock();
+        let mut read_back = false;
         loop {
             let current = record(engine, org)?;
             let until = current.as_ref().map(|spill| spill.next);
             let jobs = engine.outbox_after(org, after, until, limit)?;
             match current {
                 Some(spill) if jobs.len() < limit => {
-                    self.read_back(engine, org, spill, limit - jobs.len())?;
+                    let count = (limit - jobs.len()).max(READ_BACK_AT_LEAST);
+                    self.read_back(engine, org, spill, count)?;
+                    read_back = true;
                 }
-                _ => return Ok(jobs),
+                _ => return Ok((jobs, read_back)),
             }
         }
     }
 
     /// Moves the file's next `count` jobs back into the outbox; the record
-    /// goes once the file is read to its end, and the file after that. The
-    /// move is flushed before the jobs are handed out: the dispatcher acts
-    /// on them at once, so a database reopened after an I/O failure must
-    /// not forget that they left the file (nor the move that put them in).
+    /// goes once the file is read to its end, and the file after that.
     fn read_back(
         &self,
         engine: &Engine,
@@ -295,10 +302,10 @@ impl Spills {
             },
         )
         .map_err(Aborted::into_error)?;
-        engine.db.flush().map_err(StoreError::engine)?;
         if record.is_none() {
-            // Only now that the record's removal is on disk: a crash would
-            // bring it back, naming a file that is gone.
+            // Not before the record's removal is on disk: a crash would
+            // bring the record back, naming a file that is gone.
+            engine.db.flush().map_err(StoreError::engine)?;
             std::fs::remove_file(&path)?;
         }
         Ok(())
@@ -466,10 +473,10 @@ mod tests {
 
     /// Every job of `org`, read as the dispatcher does: `page` at a time
     /// after the last one read.
-    fn read_all(store: &SledStore, org: OrgId, page: usize) -> Vec<DeliveryId> {
+    async fn read_all(store: &SledStore, org: OrgId, page: usize) -> Vec<DeliveryId> {
         let mut read = Vec::new();
         loop {
-            let Ok(jobs) = store.outbox_after(org, read.last().copied(), page) else {
+            let Ok(jobs) = store.outbox_after(org, read.last().copied(), page).await else {
                 panic!("a read of the outbox failed");
             };
             read.extend(jobs.iter().map(|job| job.delivery_id));
@@ -498,8 +505,8 @@ mod tests {
         store.counts().map_or(u64::MAX, |counts| counts.deliveries)
     }
 
-    #[test]
-    fn the_cold_middle_moves_out_and_is_read_back_in_order() {
+    #[tokio::test]
+    async fn the_cold_middle_moves_out_and_is_read_back_in_order() {
         let Some(dir) = tempfile::tempdir().ok() else {
             return;
         };
@@ -521,9 +528,13 @@ mod tests {
         );
         assert_eq!(queued(&store), 123);
 
-        assert_eq!(read_all(&store, org, 7), ids, "head, file, tail: in order");
         assert_eq!(
-            read_all(&store, other, 7),
+            read_all(&store, org, 7).await,
+            ids,
+            "head, file, tail: in order"
+        );
+        assert_eq!(
+            read_all(&store, other, 7).await,
             others,
             "another organization's untouched"
         );
@@ -534,8 +545,8 @@ mod tests {
         assert_eq!(queued(&store), 123, "read back, the jobs are in the outbox");
     }
 
-    #[test]
-    fn a_crash_leaves_neither_uncommitted_bytes_nor_orphan_files() {
+    #[tokio::test]
+    async fn a_crash_leaves_neither_uncommitted_bytes_nor_orphan_files() {
         let Some(dir) = tempfile::tempdir().ok() else {
             return;
         };
@@ -561,11 +572,11 @@ mod tests {
         let store = open(dir.path());
         assert_eq!(std::fs::metadata(&file).map_or(0, |m| m.len()), committed);
         assert!(!orphan.exists(), "a file no record names is removed");
-        assert_eq!(read_all(&store, org, 8), ids);
+        assert_eq!(read_all(&store, org, 8).await, ids);
     }
 
-    #[test]
-    fn an_organization_whose_jobs_are_all_in_its_file_has_a_window_at_start() {
+    #[tokio::test]
+    async fn an_organization_whose_jobs_are_all_in_its_file_has_a_window_at_start() {
         let Some(dir) = tempfile::tempdir().ok() else {
             return;
         };
@@ -573,7 +584,7 @@ mod tests {
         let org = OrgId::generate();
         let ids = queue(&store, org, 12);
         assert_eq!(spill(&store, org, 0, 100).0, 12);
-        let Ok(windows) = store.outbox_windows(5) else {
+        let Ok(windows) = store.outbox_windows(5).await else {
             panic!("the windows are read");
         };
         let [window] = &windows[..] else {
@@ -581,7 +592,7 @@ mod tests {
         };
         let held: Vec<DeliveryId> = window.jobs.iter().map(|job| job.delivery_id).collect();
         assert_eq!((window.org, &held[..], window.more), (org, &ids[..5], true));
-        assert_eq!(read_all(&store, org, 5)[5..], ids[5..]);
+        assert_eq!(read_all(&store, org, 5).await[5..], ids[5..]);
     }
 
     #[test]
