@@ -266,6 +266,21 @@ mod tests {
         }
     }
 
+    /// A window of 2 held and released while a third job waited, and the
+    /// read that follows, with the next job not committed yet.
+    fn reading_after_a_window() -> (Backlog, Vec<Job>, Read) {
+        let org = OrgId::generate();
+        let mut backlog = Backlog::new(2);
+        let all = jobs(org, 4);
+        assert!(backlog.admit(&all[0]) && backlog.admit(&all[1]));
+        assert!(!backlog.admit(&all[2]));
+        release(&mut backlog, &all[..2]);
+        let Some(read) = backlog.next_read(org) else {
+            panic!("a read")
+        };
+        (backlog, all, read)
+    }
+
     fn jobs(org: OrgId, n: usize) -> Vec<Job> {
         (0..n)
             .map(|_| Job::new(org, EventKind::TaskCreated, Vec::new()))
@@ -315,15 +330,8 @@ mod tests {
 
     #[test]
     fn a_job_left_in_the_outbox_during_a_read_is_not_forgotten() {
-        let org = OrgId::generate();
-        let mut backlog = Backlog::new(2);
-        let all = jobs(org, 4);
-        assert!(backlog.admit(&all[0]) && backlog.admit(&all[1]));
-        assert!(!backlog.admit(&all[2]));
-        release(&mut backlog, &all[..2]);
-        let Some(read) = backlog.next_read(org) else {
-            panic!("a read")
-        };
+        let (mut backlog, all, read) = reading_after_a_window();
+        let org = read.org;
         // Committed while the read runs; the read did not see it.
         assert!(!backlog.admit(&all[3]));
         backlog.read_done(read, all[2..3].to_vec());
@@ -380,15 +388,8 @@ mod tests {
 
     #[test]
     fn a_job_a_read_found_before_its_commit_was_announced_is_held_once() {
-        let org = OrgId::generate();
-        let mut backlog = Backlog::new(2);
-        let all = jobs(org, 4);
-        assert!(backlog.admit(&all[0]) && backlog.admit(&all[1]));
-        assert!(!backlog.admit(&all[2]));
-        release(&mut backlog, &all[..2]);
-        let Some(read) = backlog.next_read(org) else {
-            panic!("a read")
-        };
+        let (mut backlog, all, read) = reading_after_a_window();
+        let org = read.org;
         // all[3] is committed and visible; the read finds it before the
         // commit's announcement reaches the dispatcher.
         let held = backlog.read_done(read, all[2..4].to_vec());
