@@ -156,6 +156,20 @@ pub fn job(org: OrgId, id: DeliveryId) -> [u8; 32] {
     pair(org.as_bytes(), id.as_bytes())
 }
 
+/// The outbox key right after `id`'s: its own, one zero byte longer.
+pub fn job_after(org: OrgId, id: DeliveryId) -> Vec<u8> {
+    let mut key = job(org, id).to_vec();
+    key.push(0);
+    key
+}
+
+/// Past every outbox key of `org`.
+pub fn past_jobs(org: OrgId) -> Vec<u8> {
+    let mut key = org.as_bytes().to_vec();
+    key.extend_from_slice(&[0xff; 17]);
+    key
+}
+
 /// The outbox of layout 1, keyed by delivery id alone; moved to
 /// [`TreeName::Outbox`] when a data directory of that layout is opened.
 pub const OUTBOX_V1: &str = "outbox_v1";

@@ -187,21 +187,12 @@ impl Engine {
         limit: usize,
     ) -> Result<Vec<Job>, StoreError> {
         let start = match after {
-            // The key right after `after`'s: its own, one zero byte longer.
-            Some(id) => {
-                let mut key = keys::job(org, id).to_vec();
-                key.push(0);
-                key
-            }
+            Some(id) => keys::job_after(org, id),
             None => org.as_bytes().to_vec(),
         };
         let end = match until {
             Some(id) => keys::job(org, id).to_vec(),
-            None => {
-                let mut end = org.as_bytes().to_vec();
-                end.extend_from_slice(&[0xff; 17]);
-                end
-            }
+            None => keys::past_jobs(org),
         };
         self.tree(TreeName::Outbox)
             .range(start..end)
@@ -223,9 +214,7 @@ impl Engine {
                 return Err(StoreError::codec(BadKey));
             };
             orgs.push(org);
-            // Past every key of this organization.
-            from = org.as_bytes().to_vec();
-            from.extend_from_slice(&[0xff; 17]);
+            from = keys::past_jobs(org);
         }
         Ok(orgs)
     }

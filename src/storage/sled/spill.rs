@@ -138,14 +138,14 @@ impl Spills {
             // Appended after the file's last, and never at or before `after`.
             (Some(spill), after) => {
                 let from = after.map_or(spill.last, |id| id.max(spill.last));
-                (key_after(org, from), 0)
+                (keys::job_after(org, from), 0)
             }
-            (None, Some(id)) => (key_after(org, id), keep),
+            (None, Some(id)) => (keys::job_after(org, id), keep),
             (None, None) => (org.as_bytes().to_vec(), keep),
         };
         let rows = engine
             .tree(TreeName::Outbox)
-            .range(from..end_of(org))
+            .range(from..keys::past_jobs(org))
             .skip(skip);
         let (mut moving, mut bytes, mut more) = (Vec::new(), 0u64, false);
         for row in rows {
@@ -170,7 +170,6 @@ impl Spills {
             File::open(&self.dir)?.sync_all()?;
         }
         let moved = moving.len();
-        let fresh = current.is_none();
         let record = match current {
             Some(spill) => Spill {
                 last,
@@ -188,7 +187,10 @@ impl Spills {
             },
         };
         let value = encode(&record)?;
-        let committed = transaction::<(), StoreError>(
+        // Should it not commit, the appended bytes lie past the committed
+        // length (cut by the next move or at open), and a new file names no
+        // record (removed at open).
+        transaction::<(), StoreError>(
             &engine.trees,
             [TreeName::Outbox, TreeName::Spills],
             |views| {
@@ -205,13 +207,8 @@ impl Spills {
                     .map_err(lift_read)?;
                 Ok(())
             },
-        );
-        if let Err(aborted) = committed {
-            if fresh {
-                let _ = std::fs::remove_file(&path);
-            }
-            return Err(aborted.into_error());
-        }
+        )
+        .map_err(Aborted::into_error)?;
         Ok(Spilled { moved, more })
     }
 
@@ -355,20 +352,6 @@ fn id_of(key: &IVec) -> Result<DeliveryId, StoreError> {
     key.get(16..)
         .and_then(DeliveryId::from_slice)
         .ok_or_else(|| StoreError::codec(BadKey))
-}
-
-/// The outbox key right after `id`'s: its own, one zero byte longer.
-fn key_after(org: OrgId, id: DeliveryId) -> Vec<u8> {
-    let mut key = keys::job(org, id).to_vec();
-    key.push(0);
-    key
-}
-
-/// Past every outbox key of `org`.
-fn end_of(org: OrgId) -> Vec<u8> {
-    let mut key = org.as_bytes().to_vec();
-    key.extend_from_slice(&[0xff; 17]);
-    key
 }
 
 /// Writes `values` as frames (length, then bytes) at `committed`, dropping
