@@ -6,7 +6,8 @@
 # PostgreSQL engine. Then starts PostgreSQL with pg_stat_statements loaded
 # (the load tool counts statements per event with it) and creates the role
 # the tests use (ROLECALL_TEST_POSTGRES_URL in .ci/run), which may create
-# databases: each test makes its own.
+# databases: each test makes its own, and which may log in through the Unix
+# socket with its password.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 missing=()
@@ -62,6 +63,14 @@ as_postgres psql -q -v ON_ERROR_STOP=1 -c "
       CREATE ROLE rolecall LOGIN CREATEDB PASSWORD 'rolecall';
     END IF;
   END \$\$;"
+# The same role through the Unix socket, with its password (Debian allows
+# only peer authentication there): a node on the database's machine
+# connects that way (tests/api/postgres.rs).
+hba=$(as_postgres psql -Atc 'SHOW hba_file')
+if ! as_postgres grep -qx 'local all rolecall scram-sha-256' "$hba"; then
+  as_postgres sed -i '1i local all rolecall scram-sha-256' "$hba"
+  as_postgres psql -qAt -v ON_ERROR_STOP=1 -c 'SELECT pg_reload_conf()' >/dev/null
+fi
 
 # The README's Python subscriber is tested with the Standard Webhooks and Svix
 # libraries (tests/api/subscriber_python.rs), in a venv of their own.

@@ -197,6 +197,17 @@ impl Proxy {
     }
 }
 
+/// `GET /readyz`, without a token.
+async fn readyz(app: &TestApp) -> Reply {
+    app.raw(Req::json(
+        actix_web::http::Method::GET,
+        "/readyz",
+        None,
+        None,
+    ))
+    .await
+}
+
 /// `url` with its host and port replaced by `127.0.0.1:port`; and the
 /// host:port it had.
 fn through(url: &str, port: u16) -> (String, String) {
@@ -254,15 +265,7 @@ async fn an_unreachable_database_answers_503_then_the_node_recovers_by_itself() 
         .await;
     refused.problem(503, "STORAGE_UNAVAILABLE");
     assert!(!refused.header("retry-after").is_empty(), "Retry-After");
-    let ready = app
-        .raw(Req::json(
-            actix_web::http::Method::GET,
-            "/readyz",
-            None,
-            None,
-        ))
-        .await;
-    ready.problem(503, "STORAGE_UNAVAILABLE");
+    readyz(&app).await.problem(503, "STORAGE_UNAVAILABLE");
     // Authorizing needs the database too (another node may have revoked
     // the token or changed the role): reads answer 503 as well.
     let read = app.get(&org.path("/roles"), &org.owner_token).await;
@@ -285,14 +288,7 @@ async fn an_unreachable_database_answers_503_then_the_node_recovers_by_itself() 
         (created.status == 201).then_some(())
     })
     .await;
-    app.raw(Req::json(
-        actix_web::http::Method::GET,
-        "/readyz",
-        None,
-        None,
-    ))
-    .await
-    .expect(200);
+    readyz(&app).await.expect(200);
     let delivered = eventually(Duration::from_secs(15), "the attempt recorded", || async {
         let log = app.deliveries(&org, "&event=member.added").await;
         let done: Vec<_> = log
@@ -311,6 +307,75 @@ async fn an_unreachable_database_answers_503_then_the_node_recovers_by_itself() 
     assert_eq!(added[0].json()["data"]["user_id"], json!(member));
 }
 
+/// `url` (a `postgres://` URL on TCP) as libpq's key=value settings that
+/// reach the same server and database through its Unix socket in `dir`;
+/// `None` when the socket is not there.
+fn over_the_socket(url: &str, dir: &str) -> Option<String> {
+    let config: tokio_postgres::Config = url.parse().expect("a PostgreSQL URL");
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    if !std::path::Path::new(dir)
+        .join(format!(".s.PGSQL.{port}"))
+        .exists()
+    {
+        return None;
+    }
+    let quoted = |value: &[u8]| {
+        let text = String::from_utf8_lossy(value);
+        format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+    };
+    Some(format!(
+        "host={dir} port={port} user={} password={} dbname={}",
+        quoted(config.get_user().unwrap_or_default().as_bytes()),
+        quoted(config.get_password().unwrap_or_default()),
+        quoted(config.get_dbname().unwrap_or_default().as_bytes()),
+    ))
+}
+
+/// The common set-up of a server and PostgreSQL on one machine: the
+/// database reached through its Unix socket, where TLS is not offered and
+/// there is no host name to verify.
+#[actix_web::test]
+async fn a_node_reaches_postgresql_through_its_unix_socket() {
+    let Some((url, _engine, dir)) = database("postgres::unix_socket") else {
+        return;
+    };
+    let sockets = std::env::var("ROLECALL_TEST_POSTGRES_SOCKET_DIR")
+        .unwrap_or_else(|_| "/var/run/postgresql".to_owned());
+    let Some(socket_url) = over_the_socket(&url, &sockets) else {
+        assert!(
+            std::env::var("ROLECALL_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+            "ROLECALL_REQUIRE_POSTGRES=1 but PostgreSQL has no Unix socket in {sockets} \
+             (set ROLECALL_TEST_POSTGRES_SOCKET_DIR)"
+        );
+        eprintln!(
+            "skipped postgres::unix_socket: no PostgreSQL socket in {sockets} \
+             (set ROLECALL_TEST_POSTGRES_SOCKET_DIR)"
+        );
+        return;
+    };
+    let data_dir = dir.path().display().to_string();
+    let app = spawn_app_with(&[
+        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", socket_url.as_str()),
+    ])
+    .await;
+    readyz(&app).await.expect(200);
+    let org = app.org("enterprise").await;
+    app.post(
+        &org.path("/roles"),
+        &org.owner_token,
+        json!({"name": "Auditors", "permissions": ["org:team:read"]}),
+    )
+    .await
+    .expect(201);
+    // Written through the socket, read back over TCP: the same database.
+    assert_eq!(
+        texts(&url, "SELECT name FROM roles WHERE name = 'Auditors'"),
+        ["Auditors"]
+    );
+}
+
 #[test]
 fn proxied_urls_keep_everything_but_the_address() {
     assert_eq!(
@@ -321,6 +386,23 @@ fn proxied_urls_keep_everything_but_the_address() {
         )
     );
     assert_eq!(through("postgres://u@h/rc", 1).1, "h:5432");
+}
+
+#[test]
+fn socket_settings_keep_the_credentials_and_the_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(".s.PGSQL.6432"), b"").expect("a stand-in socket file");
+    let dir = dir.path().display().to_string();
+    assert_eq!(
+        over_the_socket("postgres://u:p'w@127.0.0.1:6432/rc_1", &dir),
+        Some(format!(
+            "host={dir} port=6432 user='u' password='p\\'w' dbname='rc_1'"
+        ))
+    );
+    assert_eq!(
+        over_the_socket("postgres://u:p@127.0.0.1:5432/rc_1", &dir),
+        None
+    );
 }
 
 #[actix_web::test]

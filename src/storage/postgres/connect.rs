@@ -1,5 +1,5 @@
 //! Reaching PostgreSQL: the connection settings (`storage.postgres_url`,
-//! with the libpq options operators write), TLS through rustls, and the
+//! with the libpq options operators write), TLS ([`super::tls`]), and the
 //! pool. Connections live on one I/O thread of their own, so a busy HTTP
 //! worker never delays another's queries, and the pool hands them to any
 //! thread.
@@ -10,6 +10,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
+use super::tls::Tls;
 use crate::storage::StoreError;
 
 /// How to reach the database.
@@ -132,36 +133,6 @@ fn only_loopback(config: &tokio_postgres::Config) -> bool {
         })
 }
 
-/// rustls with the system's roots, and the CAs of `sslrootcert` when given.
-fn tls(root_cert: Option<&str>) -> Result<tokio_postgres_rustls::MakeRustlsConnect, SettingsError> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_native_certs::load_native_certs().certs {
-        // A system root rustls cannot parse is skipped, as browsers do.
-        let _ = roots.add(cert);
-    }
-    if let Some(path) = root_cert {
-        use rustls_pki_types::pem::PemObject;
-        let refused = |reason: String| SettingsError::RootCert {
-            path: path.to_owned(),
-            reason,
-        };
-        let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
-            .map_err(|err| refused(err.to_string()))?;
-        for cert in certs {
-            roots
-                .add(cert.map_err(|err| refused(err.to_string()))?)
-                .map_err(|err| refused(err.to_string()))?;
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|err| SettingsError::Url(err.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
-}
-
 /// The thread that runs every connection's I/O (and the group commit);
 /// stops when the last handle is dropped.
 pub struct IoThread {
@@ -204,21 +175,21 @@ pub fn io_thread() -> Result<IoThread, StoreError> {
 #[derive(Clone)]
 pub struct Connector {
     pub(super) config: tokio_postgres::Config,
-    pub(super) tls: tokio_postgres_rustls::MakeRustlsConnect,
+    pub(super) tls: Tls,
 }
 
 impl Connector {
     /// The connector `settings` describe.
     pub fn new(settings: &Settings) -> Result<Self, StoreError> {
         let (config, root_cert) = client_config(settings)?;
-        let tls = tls(root_cert.as_deref())?;
+        let tls = Tls::new(root_cert.as_deref())?;
         Ok(Connector { config, tls })
     }
 }
 
 /// Connects on the I/O thread.
 struct OnIoThread {
-    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    tls: Tls,
     io: Arc<IoThread>,
 }
 

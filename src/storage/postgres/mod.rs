@@ -21,6 +21,7 @@ mod passed_tests;
 mod read;
 mod reseal;
 mod rows;
+mod tls;
 mod transact;
 
 use std::sync::Arc;
