@@ -83,9 +83,25 @@ pub struct ServerConfig {
     pub tls_cert_file: PathBuf,
     /// The PEM private key of that certificate.
     pub tls_key_file: PathBuf,
+    /// How long a request body may take to arrive, in ms; then 408 and the
+    /// connection is closed.
+    pub body_timeout_ms: u64,
+    /// Memory all request bodies being read may hold together, in MiB;
+    /// past it, bodies wait unread for their turn (within their timeout).
+    pub body_memory_mb: u64,
 }
 
 impl ServerConfig {
+    /// How long a request body may take to arrive.
+    pub fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms)
+    }
+
+    /// Memory all unfinished request bodies may hold, in bytes.
+    pub fn body_memory_bytes(&self) -> usize {
+        usize::try_from(self.body_memory_mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
+    }
+
     /// The (certificate, key) files when HTTPS is on; one without the
     /// other is a configuration error, not a silent plain HTTP.
     pub fn tls_files(&self) -> Result<Option<(&Path, &Path)>, TlsFileError> {

@@ -29,6 +29,7 @@ use crate::commit::{Commit, CommitPath};
 use crate::config::Config;
 use crate::dashboard;
 use crate::domain::change::Write;
+use crate::http::body::BodyLimits;
 use crate::http::observe::observe;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
 use crate::http::rate_limit::RateLimiter;
@@ -221,6 +222,10 @@ impl Application {
             metrics_token_sha256: Some(config.metrics.token.digest())
                 .filter(|_| !config.metrics.token.expose().is_empty()),
             rate_limiter,
+            bodies: BodyLimits::new(
+                config.server.body_timeout(),
+                config.server.body_memory_bytes(),
+            ),
         });
         let document = openapi::document();
         let event_types = web::Data::new(crate::http::schema::events::catalog(

@@ -120,6 +120,12 @@ pub enum ApiError {
     /// was done. Carries the seconds until the next request is allowed.
     #[error("too many requests with this token; try again in {0} s")]
     RateLimited(u64),
+    /// The request body did not arrive in time (`server.body_timeout_ms`).
+    #[error("the request body did not arrive within {0} ms; the connection is closed")]
+    BodyTimeout(u128),
+    /// The memory for request bodies (`server.body_memory_mb`) is spent.
+    #[error("the server is reading as many request bodies as it can hold; try again shortly")]
+    ServerBusy,
     /// Something failed inside the service; the cause is logged, not returned.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -179,6 +185,8 @@ impl ApiError {
             UnknownRole => "UNKNOWN_ROLE",
             StorageUnavailable(_) => "STORAGE_UNAVAILABLE",
             RateLimited(_) => "RATE_LIMITED",
+            BodyTimeout(_) => "REQUEST_TIMEOUT",
+            ServerBusy => "SERVER_BUSY",
             Internal(_) => "INTERNAL",
         }
     }

@@ -2,6 +2,7 @@
 //! validation step, so that 401/404/403/402 are answered before 400/413/415
 //! (CONTRACT §1, order of checks).
 
+use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
 use crate::domain::error::ApiError;
@@ -13,7 +14,7 @@ pub const BODY_LIMIT: usize = 1024 * 1024;
 #[derive(Clone, Debug)]
 pub enum Input {
     /// A JSON-typed body within the limit.
-    Json(Vec<u8>),
+    Json(Bytes),
     /// The body exceeded [`BODY_LIMIT`].
     TooLarge,
     /// The body was not sent as JSON.
@@ -99,7 +100,7 @@ mod tests {
     }
 
     fn parse(text: &str) -> Result<Body, ApiError> {
-        Input::Json(text.as_bytes().to_vec()).parse()
+        Input::Json(Bytes::copy_from_slice(text.as_bytes())).parse()
     }
 
     #[test]

@@ -10,7 +10,6 @@ use futures_util::future::{Either, LocalBoxFuture};
 use std::sync::Arc;
 
 use actix_web::dev::Payload;
-use actix_web::http::header;
 use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 
 use crate::domain::access::Caller;
@@ -18,24 +17,14 @@ use crate::domain::audit::RequestIdText;
 use crate::domain::error::ApiError;
 use crate::domain::org_state::OrgState;
 use crate::domain::permissions::{Permission, PermissionSet};
+use crate::http::credential::bearer_token;
 use crate::http::AppContext;
 use crate::ids::{OrgId, UserId};
 use crate::secrets::{constant_time_eq, sha256};
 
 /// The token of an `Authorization: Bearer <token>` header.
 fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
-    let missing =
-        ApiError::Unauthenticated("a bearer token is required (Authorization: Bearer <token>)");
-    let value = req.headers().get(header::AUTHORIZATION).ok_or(missing)?;
-    let malformed =
-        || ApiError::Unauthenticated("the Authorization header must be 'Bearer <token>'");
-    let text = value.to_str().map_err(|_| malformed())?;
-    let (scheme, token) = text.split_once(' ').ok_or_else(malformed)?;
-    let token = token.trim();
-    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
-        return Err(malformed());
-    }
-    Ok(token)
+    bearer_token(req.headers())
 }
 
 fn context(req: &HttpRequest) -> Result<&web::Data<AppContext>, ApiError> {

@@ -2,6 +2,7 @@
 //! the OpenAPI document generated from the same route registrations.
 
 pub mod body;
+pub mod credential;
 pub mod extract;
 pub mod observe;
 pub mod org_routes;
@@ -72,6 +73,8 @@ pub struct AppContext {
     pub metrics_token_sha256: Option<[u8; 32]>,
     /// Per-token rate limits; `None` when `api.rate_limit_per_second` is 0.
     pub rate_limiter: Option<crate::http::rate_limit::RateLimiter>,
+    /// How long a request body may take, and the memory bodies may hold.
+    pub bodies: body::BodyLimits,
 }
 
 impl AppContext {

@@ -2,6 +2,7 @@
 
 use actix_web::body::BoxBody;
 use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::ConnectionType;
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::{json, Map, Value};
@@ -78,6 +79,8 @@ pub fn status_of(error: &ApiError) -> StatusCode {
         RoleInUse(_) | UnknownRole | UnknownReference(..) => StatusCode::UNPROCESSABLE_ENTITY,
         StorageUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+        BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+        ServerBusy => StatusCode::SERVICE_UNAVAILABLE,
         Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -152,6 +155,19 @@ impl ResponseError for ApiError {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(*seconds));
+            }
+            ApiError::BodyTimeout(_) => {
+                response
+                    .head_mut()
+                    .set_connection_type(ConnectionType::Close);
+            }
+            ApiError::ServerBusy => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(1));
+                response
+                    .head_mut()
+                    .set_connection_type(ConnectionType::Close);
             }
             _ => {}
         }

@@ -13,10 +13,12 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use actix_web::dev::ServiceRequest;
-use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
 use actix_web::{HttpResponse, ResponseError};
 
 use crate::domain::error::ApiError;
+use crate::http::credential::bearer_token;
+use crate::secrets::sha256;
 
 /// Shards of the bucket map, so that workers rarely wait on one lock.
 const SHARDS: usize = 16;
@@ -87,8 +89,10 @@ impl RateLimiter {
         })
     }
 
-    /// Takes one request from `token`'s bucket at `now`, if it has one.
-    pub fn take(&self, token: &[u8], now: Instant) -> Verdict {
+    /// Takes one request at `now` from the bucket of the token whose
+    /// SHA-256 is `token`: the hash, not the header's text, so that every
+    /// spelling of one token shares its bucket.
+    pub fn take(&self, token: &[u8; 32], now: Instant) -> Verdict {
         let key = self.keys.hash_one(token);
         let shard = &self.shards[(key % SHARDS as u64) as usize];
         let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
@@ -132,16 +136,6 @@ impl RateLimiter {
     }
 }
 
-/// The bearer token of a request, if it has one.
-fn bearer(req: &ServiceRequest) -> Option<&[u8]> {
-    let value = req.headers().get(header::AUTHORIZATION)?.as_bytes();
-    let (scheme, token) = value.split_at_checked(7)?;
-    scheme
-        .eq_ignore_ascii_case(b"bearer ")
-        .then_some(token)
-        .filter(|t| !t.is_empty())
-}
-
 impl RateLimiter {
     /// The verdict on `req`: `None` when it is not limited (a probe, the
     /// metrics, or no bearer token).
@@ -149,7 +143,8 @@ impl RateLimiter {
         if EXEMPT.contains(&req.path()) {
             return None;
         }
-        bearer(req).map(|token| self.take(token, Instant::now()))
+        let token = bearer_token(req.headers()).ok()?;
+        Some(self.take(&sha256(token.as_bytes()), Instant::now()))
     }
 }
 
@@ -179,6 +174,10 @@ mod tests {
 
     use super::*;
 
+    fn key(token: &[u8]) -> [u8; 32] {
+        sha256(token)
+    }
+
     fn limiter(per_second: u32, burst: u32) -> RateLimiter {
         let Some(limiter) = RateLimiter::new(per_second, burst) else {
             panic!("a limit above 0 is on");
@@ -196,7 +195,7 @@ mod tests {
         let limiter = limiter(2, 3);
         let start = Instant::now();
         let remaining: Vec<u32> = (0..3)
-            .map(|_| limiter.take(b"a", start))
+            .map(|_| limiter.take(&key(b"a"), start))
             .map(|v| {
                 assert!(v.allowed);
                 assert_eq!(v.limit, 3);
@@ -204,7 +203,7 @@ mod tests {
             })
             .collect();
         assert_eq!(remaining, [2, 1, 0]);
-        let refused = limiter.take(b"a", start);
+        let refused = limiter.take(&key(b"a"), start);
         assert_eq!(
             refused,
             Verdict {
@@ -216,15 +215,15 @@ mod tests {
             }
         );
         // Another token has its own bucket.
-        assert!(limiter.take(b"b", start).allowed);
+        assert!(limiter.take(&key(b"b"), start).allowed);
         // Half a second refills one request at 2 per second.
         let later = start + Duration::from_millis(500);
-        let again = limiter.take(b"a", later);
+        let again = limiter.take(&key(b"a"), later);
         assert!(again.allowed);
         assert_eq!(again.remaining, 0);
-        assert!(!limiter.take(b"a", later).allowed);
+        assert!(!limiter.take(&key(b"a"), later).allowed);
         // A quiet spell refills up to the burst, never past it.
-        let full = limiter.take(b"a", later + Duration::from_secs(60));
+        let full = limiter.take(&key(b"a"), later + Duration::from_secs(60));
         assert_eq!(
             (full.allowed, full.remaining, full.reset_secs),
             (true, 2, 1)
@@ -235,17 +234,19 @@ mod tests {
     fn burst_zero_means_one_seconds_worth() {
         let limiter = limiter(5, 0);
         let now = Instant::now();
-        let verdicts: Vec<bool> = (0..6).map(|_| limiter.take(b"t", now).allowed).collect();
+        let verdicts: Vec<bool> = (0..6)
+            .map(|_| limiter.take(&key(b"t"), now).allowed)
+            .collect();
         assert_eq!(verdicts, [true, true, true, true, true, false]);
-        assert_eq!(limiter.take(b"t", now).retry_after_secs, 1);
+        assert_eq!(limiter.take(&key(b"t"), now).retry_after_secs, 1);
     }
 
     #[test]
     fn a_slow_refill_says_how_long_to_wait() {
         let limiter = limiter(1, 1);
         let now = Instant::now();
-        assert!(limiter.take(b"t", now).allowed);
-        let refused = limiter.take(b"t", now + Duration::from_millis(100));
+        assert!(limiter.take(&key(b"t"), now).allowed);
+        let refused = limiter.take(&key(b"t"), now + Duration::from_millis(100));
         assert!(!refused.allowed);
         assert_eq!(refused.retry_after_secs, 1);
     }
@@ -264,14 +265,14 @@ mod tests {
         };
         // Buckets in use are kept, whatever their number.
         for i in 0..(SHARDS * 16) as u64 {
-            limiter.take(&i.to_le_bytes(), now);
+            limiter.take(&key(&i.to_le_bytes()), now);
         }
         assert_eq!(size(&limiter), SHARDS * 16);
         // Once they are full again, new tokens push them out: only the
         // 1,000 new ones (in use) are left.
         let later = now + Duration::from_secs(5);
         for i in 0..1000u64 {
-            limiter.take(&(i + 1_000_000).to_le_bytes(), later);
+            limiter.take(&key(&(i + 1_000_000).to_le_bytes()), later);
         }
         assert_eq!(size(&limiter), 1000);
     }

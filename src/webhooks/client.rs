@@ -78,8 +78,9 @@ impl Resolve for PolicyResolver {
         port: u16,
     ) -> LocalBoxFuture<'a, Result<Vec<SocketAddr>, Box<dyn std::error::Error>>> {
         Box::pin(async move {
-            let allowed = allowed_addresses(host, port, self.allow_private_networks).await?;
-            Ok(allowed)
+            allowed_addresses(host, port, self.allow_private_networks)
+                .await
+                .map_err(|unusable| unusable.reported("a delivery attempt").into())
         })
     }
 }
@@ -214,6 +215,7 @@ pub fn truncate_body(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::webhooks::url::NO_USABLE_ADDRESS;
 
     /// The connect-time check, which defeats DNS rebinding: a name is judged
     /// on the addresses it resolves to when the attempt connects.
@@ -230,10 +232,7 @@ mod tests {
         };
         let refused = runtime.block_on(strict.lookup("localhost", 9));
         let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
-        assert_eq!(
-            error,
-            "localhost resolves only to refused (non-public) addresses"
-        );
+        assert_eq!(error, NO_USABLE_ADDRESS);
         let open = PolicyResolver {
             allow_private_networks: true,
         };

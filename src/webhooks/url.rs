@@ -137,21 +137,34 @@ pub async fn allowed_addresses(
     Ok(allowed)
 }
 
-/// Refuses a URL whose host name resolves only to addresses the policy
-/// refuses (CONTRACT §1: 400 INVALID_URL). A name that does not resolve now
-/// is left to the attempt, which says so.
+/// What a client is told of a host name that yields no address to deliver
+/// to, whatever the reason: one wording for a name that does not resolve and
+/// for one that resolves only to refused addresses, so that the answer does
+/// not map the operator's internal names (CONTRACT §11). The precise reason
+/// goes to the operator's log.
+pub const NO_USABLE_ADDRESS: &str =
+    "the URL's host does not resolve to an address that deliveries may use";
+
+impl Unresolvable {
+    /// Logs the precise reason for the operator; returns what the client
+    /// is told ([`NO_USABLE_ADDRESS`]).
+    pub fn reported(&self, during: &'static str) -> UrlRefused {
+        tracing::info!(reason = %self, during, "webhook host refused");
+        UrlRefused(NO_USABLE_ADDRESS.to_owned())
+    }
+}
+
+/// Refuses a URL whose host name does not resolve, or resolves only to
+/// addresses the policy refuses (CONTRACT §1 and §11: 400 INVALID_URL, one
+/// wording for both). Attempts resolve the name again when they connect.
 pub async fn check_resolution(url: &WebhookUrl, policy: UrlPolicy) -> Result<(), UrlRefused> {
-    let Some(name) = url
-        .name
-        .as_deref()
-        .filter(|_| !policy.allow_private_networks)
-    else {
+    let Some(name) = url.name.as_deref() else {
         return Ok(());
     };
-    match allowed_addresses(name, url.port, false).await {
-        Err(refused @ Unresolvable::Refused(_)) => Err(UrlRefused(refused.to_string())),
-        Ok(_) | Err(Unresolvable::Lookup { .. }) => Ok(()),
-    }
+    allowed_addresses(name, url.port, policy.allow_private_networks)
+        .await
+        .map(drop)
+        .map_err(|unusable| unusable.reported("a webhook URL check"))
 }
 
 /// A DNS host name: dot-separated labels of 1..=63 letters, digits and
@@ -250,7 +263,7 @@ mod tests {
         };
         assert_eq!(
             check("http://localhost:8080/hook", strict),
-            Err("localhost resolves only to refused (non-public) addresses".to_owned())
+            Err(NO_USABLE_ADDRESS.to_owned())
         );
         assert_eq!(check("http://localhost:8080/hook", open), Ok(()));
         // A public address literal needs no resolution.

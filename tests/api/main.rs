@@ -6,6 +6,7 @@
 mod engines;
 mod event_schemas;
 mod helpers;
+mod netns;
 mod pki;
 mod receiver;
 mod webdriver;
@@ -39,6 +40,7 @@ mod restart;
 mod role_expiry;
 mod roles;
 mod secrets_at_rest;
+mod slow_bodies;
 mod smoke;
 mod storage_copy;
 mod subscriber_python;

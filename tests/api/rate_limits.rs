@@ -177,3 +177,40 @@ async fn the_document_says_where_a_429_may_come() {
     }
     assert!(secured > 60, "{secured} operations take a token");
 }
+
+/// Issue 29, finding 3: the bucket belongs to the token, not to the
+/// header's spelling. `Bearer` followed by 1 to 36 spaces names one token,
+/// as authentication reads it, so the spellings share one bucket of 3.
+#[actix_web::test]
+async fn every_spelling_of_a_token_shares_its_bucket() {
+    let app = spawn_app_with(&[
+        ("ROLECALL_API__RATE_LIMIT_PER_SECOND", "1"),
+        ("ROLECALL_API__RATE_LIMIT_BURST", "3"),
+    ])
+    .await;
+    let (_, token) = app.user("spaces@example.test").await;
+    let started = std::time::Instant::now();
+    let mut statuses = Vec::new();
+    for spaces in 1..=36 {
+        let header = format!("Bearer{}{token}", " ".repeat(spaces));
+        let reply = app
+            .raw(
+                crate::helpers::Req::json(actix_web::http::Method::GET, "/me", None, None)
+                    .header("Authorization", header),
+            )
+            .await;
+        statuses.push(reply.status);
+    }
+    let seconds = started.elapsed().as_secs();
+    let allowed = statuses.iter().filter(|s| **s == 200).count() as u64;
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 429),
+        "{statuses:?}"
+    );
+    // The burst, plus what the bucket refilled at 1/s while the loop ran.
+    assert!(
+        (3..=4 + seconds).contains(&allowed),
+        "{allowed} of 36 allowed in {seconds} s: {statuses:?}"
+    );
+    assert_eq!(&statuses[..3], [200, 200, 200]);
+}

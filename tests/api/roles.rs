@@ -1027,19 +1027,45 @@ async fn an_admin_cannot_grant_keys_they_lack() {
         )
         .await
         .problem(403, "PERMISSION_ESCALATION");
-    assert_eq!(body["missing_permissions"], json!(["org:billing:manage"]));
+    // Member's keys the admin lacks count too: they change as well.
+    let before_or_after: Vec<&str> = CATALOG
+        .iter()
+        .copied()
+        .filter(|k| {
+            *k == "org:billing:manage" || (!k.ends_with(":delete") && !k.ends_with(":manage"))
+        })
+        .filter(|k| !ADMIN_KEYS.contains(k))
+        .collect();
+    assert_eq!(body["missing_permissions"], sorted(&before_or_after));
 
-    // Only added keys count: a role already holding billing keys (made by the
-    // owner) may be renamed, and given keys the admin holds, by the admin.
+    // A role holding keys the admin lacks (made by the owner) may be renamed
+    // by the admin, even with its keys repeated unchanged, but its keys may
+    // not change: not even by adding a key the admin holds, nor by dropping
+    // the ones the admin lacks (CONTRACT §11).
     let billing = app
         .role(&org, "Billing", &["org:billing:manage", "org:billing:read"])
         .await;
     let billing_path = org.path(&format!("/roles/{billing}"));
+    for permissions in [
+        json!(["org:billing:manage", "org:billing:read", "org:team:read"]),
+        json!(["org:team:read"]),
+        json!([]),
+    ] {
+        let body = app
+            .patch(&billing_path, &admin, json!({"permissions": permissions}))
+            .await
+            .problem(403, "PERMISSION_ESCALATION");
+        assert_eq!(
+            body["missing_permissions"],
+            json!(["org:billing:manage", "org:billing:read"]),
+            "{permissions}"
+        );
+    }
     let renamed = app
         .patch(
             &billing_path,
             &admin,
-            json!({"name": "Finance", "permissions": ["org:billing:manage", "org:billing:read", "org:team:read"]}),
+            json!({"name": "Finance", "permissions": ["org:billing:read", "org:billing:manage"]}),
         )
         .await
         .expect(200)
@@ -1047,7 +1073,7 @@ async fn an_admin_cannot_grant_keys_they_lack() {
     assert_eq!(renamed["name"], json!("Finance"));
     assert_eq!(
         renamed["permissions"],
-        json!(["org:billing:manage", "org:billing:read", "org:team:read"])
+        json!(["org:billing:manage", "org:billing:read"])
     );
 
     // Nothing was written by the refused requests.
@@ -1079,6 +1105,71 @@ async fn an_admin_cannot_grant_keys_they_lack() {
     )
     .await
     .expect(200);
+}
+}
+
+on_both_engines! {
+/// Issue 29, finding 4, as reported: Carol holds settings and team keys but
+/// no billing key; Erin holds "Finance". Carol may not remove Erin, and may
+/// not get there by first emptying the role Erin holds.
+async fn editing_a_role_cannot_demote_the_members_above_you() {
+    let app = spawn_app().await;
+    let org = app.org("enterprise").await;
+    let admin_role = app.role(&org, "Admins", &ADMIN_KEYS).await;
+    let (_, carol) = app.member(&org, &admin_role).await;
+    let finance = app
+        .role(
+            &org,
+            "Finance",
+            &["org:billing:manage", "org:billing:read", "org:team:read"],
+        )
+        .await;
+    let (erin, erin_token) = app.member(&org, &finance).await;
+    let erin_path = org.path(&format!("/members/{erin}"));
+    let finance_path = org.path(&format!("/roles/{finance}"));
+
+    app.delete(&erin_path, &carol)
+        .await
+        .problem(403, "PERMISSION_ESCALATION");
+    let body = app
+        .patch(&finance_path, &carol, json!({"permissions": ["org:team:read"]}))
+        .await
+        .problem(403, "PERMISSION_ESCALATION");
+    assert_eq!(
+        body["missing_permissions"],
+        json!(["org:billing:manage", "org:billing:read"])
+    );
+    app.delete(&erin_path, &carol)
+        .await
+        .problem(403, "PERMISSION_ESCALATION");
+
+    // Nothing changed: Erin keeps her role and its keys, and no audit record says otherwise.
+    let role = get_role(&app, &org, &finance).await.expect(200).json();
+    assert_eq!(
+        role["permissions"],
+        json!(["org:billing:manage", "org:billing:read", "org:team:read"])
+    );
+    assert_eq!(role["member_count"], json!(1));
+    let mine = app
+        .get(&org.path("/permissions/mine"), &erin_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(
+        mine["permissions"],
+        json!(["org:billing:manage", "org:billing:read", "org:team:read"])
+    );
+    let updates = app
+        .audit(&org)
+        .await
+        .into_iter()
+        .filter(|r| r["action"] == json!("role.updated") || r["action"] == json!("member.removed"))
+        .count();
+    assert_eq!(updates, 0);
+    // The owner holds every key, so the owner may edit it.
+    app.patch(&finance_path, &org.owner_token, json!({"permissions": ["org:team:read"]}))
+        .await
+        .expect(200);
 }
 }
 

@@ -151,7 +151,7 @@ async fn a_name_resolving_only_to_loopback_is_refused_when_tested() {
     let body = test_url(&app, &org, &url).await.problem(400, "INVALID_URL");
     assert_eq!(
         body["detail"],
-        json!("localhost resolves only to refused (non-public) addresses")
+        json!("the URL's host does not resolve to an address that deliveries may use")
     );
     // A refused request changes nothing: nothing sent, nothing logged, no endpoint.
     actix_web::rt::time::sleep(Duration::from_millis(300)).await;
@@ -531,4 +531,107 @@ async fn a_missing_or_invalid_ca_file_makes_startup_fail() {
     let (_ca_dir, ca_path) = write_ca_file(&pki.ca_pem);
     let (_data, built) = build_with(&[("ROLECALL_WEBHOOKS__CA_FILE", &ca_path)]).await;
     run_and_stop(built.expect("a valid CA file starts")).await;
+}
+
+/// The one answer to a host that yields no address deliveries may use.
+const NO_USABLE_ADDRESS: &str =
+    "the URL's host does not resolve to an address that deliveries may use";
+
+/// Issue 29, finding 5: with private networks refused, a name that does not
+/// resolve and a name that resolves only to refused addresses get the same
+/// 400, so an owner cannot map the operator's internal names; the
+/// operator's log keeps the precise reason. The body runs in a network
+/// namespace of its own with only loopback
+/// ([`one_answer_for_missing_and_internal_hosts_inside`]), where looking up
+/// a missing name fails on this machine instead of asking a DNS server.
+#[test]
+fn one_answer_for_missing_and_internal_hosts() {
+    let inner = "webhook_policy::one_answer_for_missing_and_internal_hosts_inside";
+    if !crate::netns::available() {
+        crate::netns::skip("one_answer_for_missing_and_internal_hosts");
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let output = crate::netns::run(
+        std::process::Command::new(exe)
+            .args([
+                inner,
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(crate::netns::INSIDE, "1"),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "the test inside the namespace failed:\n{stdout}\n{stderr}"
+    );
+}
+
+/// The body of [`one_answer_for_missing_and_internal_hosts`]; only run
+/// inside its namespace.
+#[ignore = "run inside a network namespace by one_answer_for_missing_and_internal_hosts"]
+#[actix_web::test]
+async fn one_answer_for_missing_and_internal_hosts_inside() {
+    assert!(
+        std::env::var_os(crate::netns::INSIDE).is_some(),
+        "runs only inside the namespace that one_answer_for_missing_and_internal_hosts makes"
+    );
+    let data = tempfile::tempdir().expect("tempdir");
+    let (server, output) = crate::helpers::spawn_binary_capturing(
+        data.path(),
+        &[("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true")],
+    );
+    let app = crate::helpers::Running {
+        server,
+        client: crate::helpers::client(),
+    };
+    let (org, owner) = app.org(ADMIN, "Mapper").await;
+    let mut details = Vec::new();
+    for url in [
+        "http://localhost:9/",
+        "http://no-such-host.invalid/",
+        "https://no-such-host.invalid/hook",
+    ] {
+        let reply = app
+            .post(
+                &format!("/organizations/{org}/webhook/test"),
+                &owner,
+                json!({"url": url, "events": ["member.added"]}),
+            )
+            .await;
+        let body = reply.problem(400, "INVALID_URL");
+        details.push(body["detail"].clone());
+        assert_eq!(body["detail"], json!(NO_USABLE_ADDRESS), "{url}");
+        assert_eq!(body.get("field"), None, "{url}: {body}");
+    }
+    // Nothing was recorded for either.
+    let log = app
+        .get(&format!("/organizations/{org}/webhook/deliveries"), &owner)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(log, json!({"items": [], "next_cursor": null}));
+    drop(app);
+    // The operator's log says which was which.
+    let (stdout, _) = output.finish();
+    let reasons: Vec<&String> = stdout
+        .iter()
+        .filter(|line| line.contains("webhook host refused"))
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|l| l.contains("localhost resolves only to refused")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|l| l.contains("no-such-host.invalid could not be resolved")),
+        "{reasons:?}"
+    );
 }

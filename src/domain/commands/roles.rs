@@ -197,8 +197,11 @@ pub fn update_role(
     if role.is_immutable {
         return Err(ApiError::RoleImmutable);
     }
-    if let Some(permissions) = permissions {
-        forbid_escalation(held, permissions.difference(role.permissions))?;
+    // Changing a role's keys needs every key it holds before and after:
+    // otherwise an edit could demote members who hold more than the caller
+    // (CONTRACT §11), which acting on them directly may not.
+    if let Some(permissions) = permissions.filter(|p| *p != role.permissions) {
+        forbid_escalation(held, permissions.union(role.permissions))?;
     }
     if let Some(name) = &name {
         ensure_unique_name(state, name, Some(role.id))?;
@@ -314,7 +317,7 @@ mod tests {
     }
 
     fn body(text: &str) -> Input {
-        Input::Json(text.as_bytes().to_vec())
+        Input::Json(bytes::Bytes::copy_from_slice(text.as_bytes()))
     }
 
     fn code(result: Result<Change, ApiError>) -> &'static str {

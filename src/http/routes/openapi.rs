@@ -57,12 +57,18 @@ pub fn document() -> OpenApi {
 const PROBLEM_REF: &str = "#/components/schemas/Problem";
 
 /// Every operation that takes a body reads it with [`crate::http::body::JsonInput`],
-/// which answers 413 (over 1 MiB) and 415 (not JSON) whatever the route.
+/// which answers 408 (too slow), 413 (over 1 MiB) and 415 (not JSON)
+/// whatever the route.
 fn document_body_errors(operation: &mut Operation) {
     if operation.request_body.is_none() {
         return;
     }
     for (status, description) in [
+        (
+            "408",
+            "The body did not arrive within `server.body_timeout_ms` (REQUEST_TIMEOUT); the \
+             connection is closed",
+        ),
         ("413", "The body is over 1 MiB (PAYLOAD_TOO_LARGE)"),
         (
             "415",
