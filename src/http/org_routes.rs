@@ -1,6 +1,8 @@
 //! How organization routes find what their path names and check what
-//! their route needs, in the contract's order (404, then 403); and the
-//! helpers shared by the workspace-resource routes.
+//! their route needs: in the contract's order (404, then 403) for what the
+//! snapshot holds in memory, and the permission first for what only the
+//! store holds (CONTRACT §11); and the helpers shared by the
+//! workspace-resource routes.
 
 use std::sync::Arc;
 
@@ -98,21 +100,21 @@ pub async fn list<T: Resource + ToSchema>(
     Ok(HttpResponse::Ok().json(Page::of_records(page, |r| *r.id().as_bytes(), |r| r)))
 }
 
-/// The resource named by the path, checked in the contract's order: 404
-/// when it is not the organization's, then 403 unless the caller holds
-/// what `route` needs.
+/// The resource named by the path: 403 unless the caller holds what
+/// `route` needs, then 404 when it is not the organization's. The
+/// permission comes before the store is read (CONTRACT §11), so a caller
+/// without it learns nothing of which ids exist.
 pub async fn locate<T: Resource>(
     ctx: &AppContext,
     access: &OrgAccess,
     raw_id: &str,
     route: RouteSpec,
 ) -> Result<T, ApiError> {
-    let current = access
+    access.allow(route)?;
+    access
         .workspace(ctx)
         .get::<T>(resource_id::<T>(raw_id)?)
-        .await?;
-    access.allow(route)?;
-    Ok(current)
+        .await
 }
 
 /// `GET …/{id}`: the resource as stored.

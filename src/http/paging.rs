@@ -131,16 +131,18 @@ pub fn encode_cursor(key: &[u8]) -> String {
 impl<T: ToSchema> Page<T> {
     /// The answer for a newest-first page the store read: each record shown
     /// with `view`; the cursor, when more remain, is the last record's id
-    /// (`id_of`).
+    /// (`id_of`), or, when a filtered page stopped at its scan bound, the
+    /// last record it examined.
     pub fn of_records<R>(
         page: crate::storage::Page<R>,
         id_of: impl Fn(&R) -> [u8; 16],
         view: impl Fn(R) -> T,
     ) -> Self {
-        let next_cursor = page
-            .more
-            .then(|| page.items.last().map(|r| encode_cursor(&id_of(r))))
-            .flatten();
+        let next_cursor = match (page.more, page.items.last(), page.scanned_to) {
+            (true, Some(last), _) => Some(encode_cursor(&id_of(last))),
+            (_, _, Some(scanned_to)) => Some(encode_cursor(&scanned_to)),
+            _ => None,
+        };
         Page {
             items: page.items.into_iter().map(view).collect(),
             next_cursor,

@@ -209,12 +209,32 @@ pub struct Spilled {
     pub more: bool,
 }
 
+/// Most records a filtered page examines (CONTRACT §11: no request scans
+/// more than one page's worth): a filter that few records pass answers a
+/// short page, even an empty one, and a cursor to go on from.
+pub const SCAN_LIMIT: usize = 1_000;
+
 /// One page of a newest-first list, and whether more remain after it.
 pub struct Page<T> {
     /// The records, newest first.
     pub items: Vec<T>,
-    /// Whether older records remain.
+    /// Whether older records remain after the last item.
     pub more: bool,
+    /// When a filtered page stopped after examining [`SCAN_LIMIT`] records
+    /// without filling up: the id of the last record examined, where the
+    /// next page goes on from.
+    pub scanned_to: Option<[u8; 16]>,
+}
+
+impl<T> Page<T> {
+    /// A page that examined everything it needed.
+    pub fn complete(items: Vec<T>, more: bool) -> Self {
+        Page {
+            items,
+            more,
+            scanned_to: None,
+        }
+    }
 }
 
 /// Which delivery-log records a page holds.
@@ -224,17 +244,6 @@ pub struct LogFilter<'a> {
     pub event: Option<&'a str>,
     /// Only records with this outcome.
     pub outcome: Option<Outcome>,
-    /// Only records of this delivery.
-    pub delivery: Option<DeliveryId>,
-}
-
-impl LogFilter<'_> {
-    /// Whether `record` passes.
-    pub fn admits(&self, record: &LogRecord) -> bool {
-        self.event.is_none_or(|e| record.event == e)
-            && self.outcome.is_none_or(|o| record.outcome == o)
-            && self.delivery.is_none_or(|d| record.delivery_id == d)
-    }
 }
 
 /// How many records of each kind a store holds: what `rolecall storage
@@ -566,7 +575,7 @@ impl Store {
         id: ResourceId,
     ) -> Result<Option<T>, StoreError> {
         match self {
-            Store::Sled(store) => store.resource(org, id),
+            Store::Sled(store) => store.resource(org, id).await,
             Store::Postgres(store) => store.resource(org, id).await,
         }
     }
@@ -582,7 +591,7 @@ impl Store {
         parent: Option<ResourceId>,
     ) -> Result<Page<T>, StoreError> {
         match self {
-            Store::Sled(store) => store.resource_page(org, before, limit, parent),
+            Store::Sled(store) => store.resource_page(org, before, limit, parent).await,
             Store::Postgres(store) => store.resource_page(org, before, limit, parent).await,
         }
     }
@@ -609,7 +618,7 @@ impl Store {
         action: Option<&str>,
     ) -> Result<Page<AuditRecord>, StoreError> {
         match self {
-            Store::Sled(store) => store.audit_page(org, before, limit, action),
+            Store::Sled(store) => store.audit_page(org, before, limit, action).await,
             Store::Postgres(store) => store.audit_page(org, before, limit, action).await,
         }
     }
@@ -624,23 +633,22 @@ impl Store {
         filter: LogFilter<'_>,
     ) -> Result<Page<LogRecord>, StoreError> {
         match self {
-            Store::Sled(store) => store.delivery_log_page(org, before, limit, filter),
+            Store::Sled(store) => store.delivery_log_page(org, before, limit, filter).await,
             Store::Postgres(store) => store.delivery_log_page(org, before, limit, filter).await,
         }
     }
 
-    /// The newest delivery-log record of `delivery` in `org`, if any.
+    /// The newest delivery-log record of `delivery` in `org`, if any: looked
+    /// up by (organization, delivery id), whatever the log's length.
     pub async fn find_delivery(
         &self,
         org: OrgId,
         delivery: DeliveryId,
     ) -> Result<Option<LogRecord>, StoreError> {
-        let filter = LogFilter {
-            delivery: Some(delivery),
-            ..LogFilter::default()
-        };
-        let page = self.delivery_log_page(org, None, 1, filter).await?;
-        Ok(page.items.into_iter().next())
+        match self {
+            Store::Sled(store) => store.find_delivery(org, delivery).await,
+            Store::Postgres(store) => store.find_delivery(org, delivery).await,
+        }
     }
 
     /// Unfinished deliveries in the outbox (for metrics).
@@ -662,7 +670,7 @@ impl Store {
     /// The database's size on disk in bytes (for metrics).
     pub async fn size_on_disk(&self) -> Result<u64, StoreError> {
         match self {
-            Store::Sled(store) => store.size_on_disk(),
+            Store::Sled(store) => store.size_on_disk().await,
             Store::Postgres(store) => store.size_on_disk().await,
         }
     }

@@ -6,7 +6,8 @@
 //! envelope bytes of the delivery they repeat, so every delivery of one
 //! event shares them, whatever its delivery id.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, PoisonError, Weak};
 
 use crate::domain::delivery::{Job, LogRecord, Outcome};
 use crate::domain::error::ApiError;
@@ -33,9 +34,29 @@ impl Window {
     }
 }
 
-/// Only one recovery runs at a time on a node, so two identical calls never
-/// both queue what neither saw queued.
-static RUNNING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// One lock per organization with a recovery running on this node: two
+/// recoveries of one organization run one after the other, so that they
+/// never both queue what neither saw queued, while other organizations'
+/// do not wait for them. An entry lives as long as its lock is held or
+/// awaited.
+static RUNNING: std::sync::Mutex<BTreeMap<OrgId, Weak<tokio::sync::Mutex<()>>>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// Holds `org`'s recovery lock; dropping it lets the next recovery of
+/// `org` begin.
+pub type Running = tokio::sync::OwnedMutexGuard<()>;
+
+/// `org`'s recovery lock, shared by every recovery of it in progress.
+fn lock_of(org: OrgId) -> Arc<tokio::sync::Mutex<()>> {
+    let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(lock) = running.get(&org).and_then(Weak::upgrade) {
+        return lock;
+    }
+    running.retain(|_, lock| lock.strong_count() > 0);
+    let lock = Arc::new(tokio::sync::Mutex::new(()));
+    running.insert(org, Arc::downgrade(&lock));
+    lock
+}
 
 /// The new deliveries that recover `org`'s failures in `window`, oldest
 /// failure first. 400 when the window reaches past what the delivery log
@@ -46,8 +67,8 @@ pub async fn recover(
     org: OrgId,
     window: Window,
     retention: usize,
-) -> Result<(Vec<Job>, tokio::sync::MutexGuard<'static, ()>), ApiError> {
-    let running = RUNNING.lock().await;
+) -> Result<(Vec<Job>, Running), ApiError> {
+    let running = lock_of(org).lock_owned().await;
     let records = records_since(store, org, window.since, retention).await?;
     let queued = queued_envelopes(store, org).await?;
     let jobs = select(&records, &queued, window)
@@ -250,6 +271,27 @@ mod tests {
         let queued = HashSet::from([b"queued".to_vec()]);
         let chosen = select(&records, &queued, window(10, 50));
         assert_eq!(envelopes(&chosen), ["failed again"]);
+    }
+
+    #[test]
+    fn recoveries_share_a_lock_per_organization_only() {
+        let (a, b) = (OrgId::generate(), OrgId::generate());
+        let first = lock_of(a);
+        assert!(
+            Arc::ptr_eq(&first, &lock_of(a)),
+            "one lock per organization"
+        );
+        assert!(!Arc::ptr_eq(&first, &lock_of(b)), "another organization's");
+        let held = first.clone().try_lock_owned();
+        assert!(held.is_ok());
+        assert!(lock_of(b).try_lock_owned().is_ok(), "b does not wait for a");
+        assert!(
+            lock_of(a).try_lock_owned().is_err(),
+            "a second recovery of a waits"
+        );
+        drop((held, first));
+        // No lock of a is left: a new one is made, and the entry is gone.
+        assert!(lock_of(a).try_lock_owned().is_ok());
     }
 
     #[test]

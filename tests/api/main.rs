@@ -17,6 +17,7 @@ mod admin_cli;
 mod audit;
 mod backlog;
 mod bad_input;
+mod bounded_reads;
 mod cluster;
 mod dashboard_browser;
 mod disk_full;

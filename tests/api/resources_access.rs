@@ -661,7 +661,7 @@ type OrderCase<'a> = (
 );
 
 #[actix_web::test]
-async fn check_order_on_every_route_401_404_403_400() {
+async fn check_order_on_every_route_401_404_403_404_400() {
     let all = recipes();
     let app = spawn_app().await;
     let cast = cast(&app).await;
@@ -703,21 +703,29 @@ async fn check_order_on_every_route_401_404_403_400() {
         assert_eq!(reply.status, 404, "{what}: unknown org");
         problem(&reply, 404, "NOT_FOUND", &what);
 
-        // 404 for an unknown resource, before 403 and 400.
+        // An unknown resource: the route's key is checked before the store
+        // is read (CONTRACT §11), so a member lacking it gets 403 whether
+        // or not the id exists; one holding it gets 404, before 400.
         if id.is_some() {
             let missing = rolecall::ids::new_v7().to_string();
             let gone = concrete(route, &org.id, Some(&missing));
-            for token in [cast.without(key), cast.empty.as_str()] {
+            for token in [cast.without(key), cast.empty.as_str(), cast.full.as_str()] {
                 let reply = app
                     .call(method(route), &gone, Some(token), bad_body.clone())
                     .await;
+                let lacks_key = token != cast.full && !route.requires.is_empty();
+                let expected = if lacks_key { 403 } else { 404 };
                 assert_eq!(
                     reply.status,
-                    404,
+                    expected,
                     "{what}: unknown id; body: {}",
                     String::from_utf8_lossy(&reply.body)
                 );
-                problem(&reply, 404, "NOT_FOUND", &what);
+                if lacks_key {
+                    problem(&reply, 403, "FORBIDDEN", &what);
+                } else {
+                    problem(&reply, 404, "NOT_FOUND", &what);
+                }
             }
         }
 

@@ -729,13 +729,15 @@ async fn redeliver_needs_settings_manage_and_a_known_delivery() {
         .problem(403, "FORBIDDEN");
     assert_eq!(problem["missing_permission"], json!("org:settings:manage"));
 
-    // Unknown ids are 404, for the owner and (404 before 403) for the member.
+    // Unknown ids are 404 for the owner; the member gets 403 before the
+    // log is read (CONTRACT §11), whether the id exists or not.
     let unknown = rolecall::ids::new_v7().hyphenated().to_string();
-    for token in [&org.owner_token, &member] {
-        app.call(Method::POST, &redeliver(&org, &unknown), Some(token), None)
-            .await
-            .problem(404, "NOT_FOUND");
-    }
+    app.call(Method::POST, &redeliver(&org, &unknown), Some(&org.owner_token), None)
+        .await
+        .problem(404, "NOT_FOUND");
+    app.call(Method::POST, &redeliver(&org, &unknown), Some(&member), None)
+        .await
+        .problem(403, "FORBIDDEN");
     app.call(
         Method::POST,
         &redeliver(&org, "not-a-delivery"),

@@ -57,8 +57,8 @@ pub fn document() -> OpenApi {
 const PROBLEM_REF: &str = "#/components/schemas/Problem";
 
 /// Every operation that takes a body reads it with [`crate::http::body::JsonInput`],
-/// which answers 408 (too slow), 413 (over 1 MiB) and 415 (not JSON)
-/// whatever the route.
+/// which answers 408 (too slow), 413 (over 1 MiB), 415 (not JSON) and 503
+/// (no memory for it now) whatever the route.
 fn document_body_errors(operation: &mut Operation) {
     if operation.request_body.is_none() {
         return;
@@ -68,6 +68,11 @@ fn document_body_errors(operation: &mut Operation) {
             "408",
             "The body did not arrive within `server.body_timeout_ms` (REQUEST_TIMEOUT); the \
              connection is closed",
+        ),
+        (
+            "503",
+            "The store cannot answer now (STORAGE_UNAVAILABLE), or the memory for request bodies \
+             is spent (SERVER_BUSY); nothing was done, try again after `Retry-After`",
         ),
         ("413", "The body is over 1 MiB (PAYLOAD_TOO_LARGE)"),
         (

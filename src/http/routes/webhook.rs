@@ -283,11 +283,7 @@ async fn list_deliveries(
             ))
         }
     };
-    let filter = LogFilter {
-        event,
-        outcome,
-        delivery: None,
-    };
+    let filter = LogFilter { event, outcome };
     let page = ctx
         .store
         .delivery_log_page(access.org_id(), before, query.limit_or_default(), filter)
@@ -317,22 +313,21 @@ async fn redeliver(
     Ok(HttpResponse::Accepted().json(Redelivery { delivery_id }))
 }
 
-/// The newest log record of the delivery the path names (404), then 403
-/// unless `route` allows.
+/// 403 unless `route` allows, then the newest log record of the delivery
+/// the path names (404): the permission is checked before the store is
+/// read (CONTRACT §11), and the record is looked up by its key.
 async fn logged_delivery(
     ctx: &AppContext,
     access: &OrgAccess,
     raw_id: &str,
     route: RouteSpec,
 ) -> Result<LogRecord, ApiError> {
+    access.allow(route)?;
     let delivery = path_id(raw_id, "delivery", DeliveryId::parse)?;
-    let record = ctx
-        .store
+    ctx.store
         .find_delivery(access.org_id(), delivery)
         .await?
-        .ok_or(ApiError::NotFound("delivery"))?;
-    access.allow(route)?;
-    Ok(record)
+        .ok_or(ApiError::NotFound("delivery"))
 }
 
 /// `raw` as a URL the policy allows, its host name resolved (CONTRACT §1:

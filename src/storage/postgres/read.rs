@@ -17,7 +17,7 @@ use crate::domain::resources::Resource;
 use crate::domain::user::{TokenRecord, User};
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, TokenId, UserId};
 use crate::storage::sealed::opened;
-use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, UserKey, Window};
+use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, UserKey, Window, SCAN_LIMIT};
 use crate::time::Timestamp;
 
 /// Runs one query on `client`.
@@ -46,7 +46,7 @@ fn page<T>(
         .take(limit)
         .map(decode)
         .collect::<Result<_, _>>()?;
-    Ok(Page { items, more })
+    Ok(Page::complete(items, more))
 }
 
 impl PgStore {
@@ -334,7 +334,10 @@ impl PgStore {
         page(rows, limit, rows::audit)
     }
 
-    /// One page of an organization's delivery log, newest first.
+    /// One page of an organization's delivery log, newest first. With a
+    /// filter, at most [`SCAN_LIMIT`] records are examined (see
+    /// [`Page::scanned_to`]): no index serves the filters, and one would
+    /// cost every delivery a write.
     pub async fn delivery_log_page(
         &self,
         org: OrgId,
@@ -344,30 +347,82 @@ impl PgStore {
     ) -> Result<Page<LogRecord>, StoreError> {
         let before = before.map(|b| b.0);
         let outcome = filter.outcome.map(|o| rows::name_of(&o)).transpose()?;
-        let delivery = filter.delivery.map(|d| d.0);
+        if filter.event.is_none() && outcome.is_none() {
+            let sql = format!(
+                "SELECT {} FROM delivery_log WHERE organization_id = $1 \
+                 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3",
+                rows::LOG
+            );
+            let params: [&(dyn ToSql + Sync); 3] = [&org.0, &before, &limit_plus_one(limit)];
+            let rows = self.database.query("a read", &sql, &params).await?;
+            return page(rows, limit, rows::log);
+        }
+        // The ids examined (newest first, at most `bound`), then the records
+        // among them that pass, in one statement; a page with no record
+        // still answers one row, for where the examination ended.
+        let bound = SCAN_LIMIT.max(limit + 1);
         let sql = format!(
-            "SELECT {} FROM delivery_log WHERE organization_id = $1 \
-             AND ($2::uuid IS NULL OR id < $2) AND ($3::text IS NULL OR event = $3) \
-             AND ($4::text IS NULL OR outcome = $4) AND ($5::uuid IS NULL OR delivery_id = $5) \
-             ORDER BY id DESC LIMIT $6",
+            "WITH ids AS (SELECT id FROM delivery_log WHERE organization_id = $1 \
+                AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3), \
+             scanned AS (SELECT (SELECT id FROM ids ORDER BY id LIMIT 1) AS last_id, \
+                (SELECT count(*) FROM ids) AS examined) \
+             SELECT page.*, scanned.last_id, scanned.examined FROM scanned \
+             LEFT JOIN LATERAL \
+               (SELECT {} FROM delivery_log WHERE organization_id = $1 AND id >= scanned.last_id \
+                AND ($2::uuid IS NULL OR id < $2) AND ($4::text IS NULL OR event = $4) \
+                AND ($5::text IS NULL OR outcome = $5) ORDER BY id DESC LIMIT $6) page ON true \
+             ORDER BY page.id DESC",
+            rows::LOG
+        );
+        let bound_param = i64::try_from(bound).unwrap_or(i64::MAX);
+        let params: [&(dyn ToSql + Sync); 6] = [
+            &org.0,
+            &before,
+            &bound_param,
+            &filter.event,
+            &outcome,
+            &limit_plus_one(limit),
+        ];
+        let rows = self.database.query("a read", &sql, &params).await?;
+        let mut examined = (0i64, None::<uuid::Uuid>);
+        let mut matched = Vec::with_capacity(rows.len());
+        for row in rows {
+            examined = (
+                row.try_get("examined").map_err(StoreError::engine)?,
+                row.try_get("last_id").map_err(StoreError::engine)?,
+            );
+            if row
+                .try_get::<_, Option<uuid::Uuid>>("id")
+                .map_err(StoreError::engine)?
+                .is_some()
+            {
+                matched.push(row);
+            }
+        }
+        let mut found = page(matched, limit, rows::log)?;
+        if !found.more && examined.0 == bound_param {
+            found.scanned_to = examined.1.map(|id| *id.as_bytes());
+        }
+        Ok(found)
+    }
+
+    /// The newest delivery-log record of `delivery` in `org`: one probe of
+    /// the index by delivery.
+    pub async fn find_delivery(
+        &self,
+        org: OrgId,
+        delivery: DeliveryId,
+    ) -> Result<Option<LogRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM delivery_log WHERE organization_id = $1 AND delivery_id = $2 \
+             ORDER BY id DESC LIMIT 1",
             rows::LOG
         );
         let rows = self
             .database
-            .query(
-                "a read",
-                &sql,
-                &[
-                    &org.0,
-                    &before,
-                    &filter.event,
-                    &outcome,
-                    &delivery,
-                    &limit_plus_one(limit),
-                ],
-            )
+            .query("a read", &sql, &[&org.0, &delivery.0])
             .await?;
-        page(rows, limit, rows::log)
+        rows.first().map(rows::log).transpose()
     }
 
     /// Up to `limit` of `org`'s jobs after `after`, oldest first.

@@ -49,12 +49,42 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     }
 }
 
+/// Decodes only the leading fields of a stored value, as `T` (a tuple or
+/// struct of those fields, in order): what a filter looks at, without
+/// decoding the rest (a log record's envelope, say).
+pub fn decode_head<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    match bytes.split_first() {
+        Some((&VERSION, body)) => {
+            bincode::serde::decode_from_slice(body, bincode::config::standard())
+                .map(|(value, _)| value)
+                .map_err(StoreError::codec)
+        }
+        Some((version, _)) => Err(StoreError::codec(Malformed::Version(*version))),
+        None => Err(StoreError::codec(Malformed::Empty)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::permissions::PermissionSet;
     use crate::domain::resources::fields::JsonObject;
     use crate::time::Timestamp;
+
+    #[test]
+    fn a_head_is_the_leading_fields() {
+        let value = (7u8, "seven".to_string(), vec![0u8; 1000]);
+        let bytes = encode(&value).unwrap_or_default();
+        let head: Result<(u8, String), _> = decode_head(&bytes);
+        assert_eq!(head.ok(), Some((7, "seven".to_string())));
+        assert!(
+            decode::<(u8, String)>(&bytes).is_err(),
+            "decode wants it all"
+        );
+        let mut wrong = bytes;
+        wrong[0] = 9;
+        assert!(decode_head::<u8>(&wrong).is_err());
+    }
 
     #[test]
     fn round_trips_and_checks_version() {

@@ -39,11 +39,14 @@ pub enum TreeName {
     MemberExpiries,
     /// org id → where that organization's backlog file stands (`spill`)
     Spills,
+    /// org id | delivery id | log id → nothing: each delivery-log record by
+    /// its delivery, so that a lookup by delivery id reads only its own
+    DeliveryIds,
 }
 
 impl TreeName {
     /// Every tree in transaction-view order.
-    pub const ALL: [TreeName; 15] = [
+    pub const ALL: [TreeName; 16] = [
         TreeName::Users,
         TreeName::UserEmails,
         TreeName::Tokens,
@@ -59,6 +62,7 @@ impl TreeName {
         TreeName::Resources,
         TreeName::MemberExpiries,
         TreeName::Spills,
+        TreeName::DeliveryIds,
     ];
 
     /// The on-disk name; a layout change gets a new suffix.
@@ -79,6 +83,7 @@ impl TreeName {
             TreeName::Resources => "resources_v1",
             TreeName::MemberExpiries => "member_expiries_v1",
             TreeName::Spills => "outbox_spills_v1",
+            TreeName::DeliveryIds => "delivery_ids_v1",
         }
     }
 
@@ -119,6 +124,20 @@ pub fn audit(org: OrgId, id: AuditId) -> [u8; 32] {
 /// Key of a delivery-log record.
 pub fn delivery_log(org: OrgId, id: LogId) -> [u8; 32] {
     pair(org.as_bytes(), id.as_bytes())
+}
+
+/// Key of a delivery-log record's entry in [`TreeName::DeliveryIds`]: its
+/// delivery's prefix ([`delivery_ids`]), then its own id.
+pub fn delivery_id_entry(org: OrgId, delivery: DeliveryId, log: LogId) -> [u8; 48] {
+    let mut key = [0u8; 48];
+    key[..32].copy_from_slice(&delivery_ids(org, delivery));
+    key[32..].copy_from_slice(log.as_bytes());
+    key
+}
+
+/// The prefix of one delivery's entries in [`TreeName::DeliveryIds`].
+pub fn delivery_ids(org: OrgId, delivery: DeliveryId) -> [u8; 32] {
+    pair(org.as_bytes(), delivery.as_bytes())
 }
 
 /// The stored tag of each kind of resource: part of the key, so never
@@ -212,7 +231,8 @@ mod tests {
                 "delivery_log_v1",
                 "resources_v1",
                 "member_expiries_v1",
-                "outbox_spills_v1"
+                "outbox_spills_v1",
+                "delivery_ids_v1"
             ]
         );
         let tags: Vec<u8> = ResourceKind::ALL.iter().map(|k| kind_tag(*k)).collect();

@@ -24,6 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ::sled::transaction::ConflictableTransactionError;
+use ::sled::Transactional;
 
 use crate::domain::audit::AuditRecord;
 use crate::domain::change::Write;
@@ -37,7 +38,7 @@ use crate::secrets::{SealingKey, Secret};
 use crate::storage::sealed::Rekeyed;
 use crate::storage::{Counts, Durability, Loaded, LogFilter, Page, Spilled, StoreError, Window};
 use crate::time::Timestamp;
-use codec::decode;
+use codec::{decode, decode_head};
 use engine::{Engine, Slot};
 use group_commit::GroupCommit;
 use keys::TreeName;
@@ -50,8 +51,9 @@ use write::{apply, commit_to, lift, lift_read, prepare, transaction, Aborted};
 /// 2 keys the outbox by organization (`outbox_v2`), so that each
 /// organization's backlog is read in order, a window at a time. Layout 3
 /// adds the spills tree: an older build would not see the jobs in a
-/// backlog file.
-const LAYOUT: u8 = 3;
+/// backlog file. Layout 4 adds the delivery-log entries by delivery id
+/// (`delivery_ids_v1`), which an older build would not keep up to date.
+const LAYOUT: u8 = 4;
 
 /// Performance settings of the database.
 #[derive(Clone, Copy, Debug)]
@@ -145,6 +147,19 @@ impl SledStore {
         self.slot.check(read(&engine))
     }
 
+    /// Runs `read` on the database in service on a blocking thread: reads
+    /// may wait on the disk and pages decode many records, which an HTTP
+    /// worker must not wait for.
+    async fn read_off_thread<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Engine) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.read(read))
+            .await
+            .map_err(StoreError::engine)?
+    }
+
     /// See [`crate::storage::Store::commit`].
     pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
         let ops = prepare(&writes, self.key.as_ref())?;
@@ -176,7 +191,12 @@ impl SledStore {
     {
         self.room.check(0)?;
         let engine = self.slot.current()?;
-        let covered = [TreeName::Resources, TreeName::Outbox, TreeName::DeliveryLog];
+        let covered = [
+            TreeName::Resources,
+            TreeName::Outbox,
+            TreeName::DeliveryLog,
+            TreeName::DeliveryIds,
+        ];
         let key = keys::resource(org, T::KIND, id);
         let outcome = transaction(&engine.trees, covered, |views| {
             let resources = views.tree(TreeName::Resources).map_err(lift)?;
@@ -238,9 +258,10 @@ impl SledStore {
         counted.await.map_err(StoreError::engine)?
     }
 
-    /// The database's size on disk in bytes.
-    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        self.read(|engine| engine.db.size_on_disk().map_err(StoreError::engine))
+    /// The database's size on disk in bytes (a walk of its files).
+    pub async fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.read_off_thread(|engine| engine.db.size_on_disk().map_err(StoreError::engine))
+            .await
     }
 
     /// See [`crate::storage::Store::counts`]: a count of keys per tree.
@@ -349,34 +370,38 @@ impl SledStore {
     }
 
     /// A workspace resource of `org`.
-    pub fn resource<T: Resource>(
+    pub async fn resource<T: Resource>(
         &self,
         org: OrgId,
         id: ResourceId,
     ) -> Result<Option<T>, StoreError> {
-        self.read(|engine| engine.resource(org, id))
+        self.read_off_thread(move |engine| engine.resource(org, id))
+            .await
     }
 
     /// One page of `org`'s resources of kind `T`, newest first.
-    pub fn resource_page<T: Resource>(
+    pub async fn resource_page<T: Resource>(
         &self,
         org: OrgId,
         before: Option<ResourceId>,
         limit: usize,
         parent: Option<ResourceId>,
     ) -> Result<Page<T>, StoreError> {
-        self.read(|engine| engine.resource_page(org, before, limit, parent))
+        self.read_off_thread(move |engine| engine.resource_page(org, before, limit, parent))
+            .await
     }
 
     /// One page of an organization's audit log, newest first.
-    pub fn audit_page(
+    pub async fn audit_page(
         &self,
         org: OrgId,
         before: Option<AuditId>,
         limit: usize,
         action: Option<&str>,
     ) -> Result<Page<AuditRecord>, StoreError> {
-        self.read(|engine| engine.audit_page(org, before, limit, action))
+        let action = action.map(str::to_owned);
+        self.read_off_thread(move |engine| engine.audit_page(org, before, limit, action.as_deref()))
+            .await
     }
 
     /// Every (organization, member) whose role assignment ended by `now`.
@@ -385,28 +410,46 @@ impl SledStore {
     }
 
     /// One page of an organization's delivery log, newest first.
-    pub fn delivery_log_page(
+    pub async fn delivery_log_page(
         &self,
         org: OrgId,
         before: Option<LogId>,
         limit: usize,
         filter: LogFilter<'_>,
     ) -> Result<Page<LogRecord>, StoreError> {
-        self.read(|engine| engine.delivery_log_page(org, before, limit, filter))
+        let (event, outcome) = (filter.event.map(str::to_owned), filter.outcome);
+        self.read_off_thread(move |engine| {
+            let filter = LogFilter {
+                event: event.as_deref(),
+                outcome,
+            };
+            engine.delivery_log_page(org, before, limit, filter)
+        })
+        .await
+    }
+
+    /// See [`crate::storage::Store::find_delivery`].
+    pub async fn find_delivery(
+        &self,
+        org: OrgId,
+        delivery: DeliveryId,
+    ) -> Result<Option<LogRecord>, StoreError> {
+        self.read_off_thread(move |engine| engine.find_delivery(org, delivery))
+            .await
     }
 
     /// Deletes all but the newest `keep` delivery-log records of `org` (a
     /// scan of the whole log, off the caller's thread); returns how many
     /// remain.
     pub async fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StoreError> {
-        let tree = self.slot.current()?.tree(TreeName::DeliveryLog).clone();
+        let log = LogTrees::of(&*self.slot.current()?);
         let pruned = tokio::task::spawn_blocking(move || {
-            let total = tree.scan_prefix(org.as_bytes()).keys().count();
+            let total = log.records.scan_prefix(org.as_bytes()).keys().count();
             let excess = total.saturating_sub(keep);
             if excess == 0 {
                 return Ok(total);
             }
-            remove_oldest(&tree, org, excess)?;
+            log.remove_oldest(org, excess)?;
             Ok(keep)
         })
         .await
@@ -417,11 +460,56 @@ impl SledStore {
     /// Deletes the `count` oldest delivery-log records of `org` (reading
     /// only those, off the caller's thread); returns how many it deleted.
     pub async fn trim_delivery_log(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
-        let tree = self.slot.current()?.tree(TreeName::DeliveryLog).clone();
-        let trimmed = tokio::task::spawn_blocking(move || remove_oldest(&tree, org, count))
+        let log = LogTrees::of(&*self.slot.current()?);
+        let trimmed = tokio::task::spawn_blocking(move || log.remove_oldest(org, count))
             .await
             .map_err(StoreError::engine)?;
         self.slot.check(trimmed)
+    }
+}
+
+/// The delivery log's trees: its records, and their entries by delivery.
+struct LogTrees {
+    records: ::sled::Tree,
+    by_delivery: ::sled::Tree,
+}
+
+impl LogTrees {
+    fn of(engine: &Engine) -> Self {
+        LogTrees {
+            records: engine.tree(TreeName::DeliveryLog).clone(),
+            by_delivery: engine.tree(TreeName::DeliveryIds).clone(),
+        }
+    }
+
+    /// Deletes the `count` oldest records of `org` and their entries by
+    /// delivery, in one transaction; returns how many it deleted.
+    fn remove_oldest(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
+        let (mut records, mut entries) = (::sled::Batch::default(), ::sled::Batch::default());
+        let mut removed = 0;
+        for record in self.records.scan_prefix(org.as_bytes()).take(count) {
+            let (key, value) = record.map_err(StoreError::engine)?;
+            // A record that does not decode goes all the same; an entry of it
+            // left behind finds nothing, which lookups expect.
+            if let Ok((id, _, delivery)) = decode_head::<(LogId, OrgId, DeliveryId)>(&value) {
+                entries.remove(keys::delivery_id_entry(org, delivery, id).to_vec());
+            }
+            records.remove(key);
+            removed += 1;
+        }
+        if removed > 0 {
+            (&self.records, &self.by_delivery)
+                .transaction(|(records_view, entries_view)| {
+                    records_view.apply_batch(&records)?;
+                    entries_view.apply_batch(&entries)?;
+                    Ok::<_, ConflictableTransactionError<StoreError>>(())
+                })
+                .map_err(|err| match err {
+                    ::sled::transaction::TransactionError::Abort(err) => err,
+                    ::sled::transaction::TransactionError::Storage(err) => StoreError::engine(err),
+                })?;
+        }
+        Ok(removed)
     }
 }
 
@@ -442,10 +530,14 @@ fn check_layout(engine: &Engine) -> Result<(), StoreError> {
     {
         None => stamp(),
         Some([version]) if *version == LAYOUT => drop_old_outbox(engine),
-        // Layout 2 lacks only the spills tree, which opening created empty.
-        Some([2]) => stamp(),
+        // Layout 2 lacks the spills tree too, which opening created empty.
+        Some([2 | 3]) => {
+            index_deliveries(engine)?;
+            stamp()
+        }
         Some([1]) => {
             migrate_outbox(engine)?;
+            index_deliveries(engine)?;
             stamp()?;
             drop_old_outbox(engine)
         }
@@ -486,6 +578,38 @@ fn migrate_outbox(engine: &Engine) -> Result<(), StoreError> {
         tracing::info!(
             jobs = moved,
             "storage layout 1 → 2: the outbox is now kept by organization"
+        );
+    }
+    Ok(())
+}
+
+/// Layouts 1–3 → 4: an entry by delivery id for every delivery-log record,
+/// in batches. Doing it again after a crash is harmless: the layout is
+/// stamped only once all are written.
+fn index_deliveries(engine: &Engine) -> Result<(), StoreError> {
+    let entries = engine.tree(TreeName::DeliveryIds);
+    let mut batch = ::sled::Batch::default();
+    let mut indexed = 0usize;
+    for value in engine.tree(TreeName::DeliveryLog).iter().values() {
+        let (id, org, delivery): (LogId, OrgId, DeliveryId) =
+            decode_head(&value.map_err(StoreError::engine)?)?;
+        batch.insert(
+            keys::delivery_id_entry(org, delivery, id).to_vec(),
+            Vec::new(),
+        );
+        indexed += 1;
+        if indexed % 10_000 == 0 {
+            entries
+                .apply_batch(std::mem::take(&mut batch))
+                .map_err(StoreError::engine)?;
+        }
+    }
+    entries.apply_batch(batch).map_err(StoreError::engine)?;
+    engine.db.flush().map_err(StoreError::engine)?;
+    if indexed > 0 {
+        tracing::info!(
+            records = indexed,
+            "storage layout 4: delivery-log records are now found by delivery id"
         );
     }
     Ok(())
@@ -539,21 +663,6 @@ fn reseal(
         engine.db.flush().map_err(StoreError::engine)?;
     }
     Ok(rekeyed)
-}
-
-/// Deletes the `count` oldest records of `org` in a delivery log; returns
-/// how many it deleted.
-fn remove_oldest(tree: &::sled::Tree, org: OrgId, count: usize) -> Result<usize, StoreError> {
-    let mut batch = ::sled::Batch::default();
-    let mut removed = 0;
-    for key in tree.scan_prefix(org.as_bytes()).keys().take(count) {
-        batch.remove(key.map_err(StoreError::engine)?);
-        removed += 1;
-    }
-    if removed > 0 {
-        tree.apply_batch(batch).map_err(StoreError::engine)?;
-    }
-    Ok(removed)
 }
 
 /// Creates `dir` (and parents) readable by the owner only.
@@ -690,6 +799,70 @@ mod tests {
             .ok()
             .flatten();
         assert_eq!(layout.as_deref(), Some(&[LAYOUT][..]));
+    }
+
+    /// A data directory of layout 3 (delivery-log records without entries
+    /// by delivery id) opens as layout 4: every record is found by its
+    /// delivery, the newest of several; pruning removes the entries with
+    /// their records.
+    #[tokio::test]
+    async fn a_layout_3_log_gets_its_entries_by_delivery() {
+        use crate::domain::event::EventKind;
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let org = OrgId::generate();
+        let records: Vec<LogRecord> = (0..5)
+            .map(|n| LogRecord::skipped(org, EventKind::TaskCreated, vec![n]))
+            .collect();
+        let mut again = LogRecord::skipped(org, EventKind::TaskCreated, vec![9]);
+        again.delivery_id = records[1].delivery_id;
+        {
+            let Ok(db) = ::sled::open(dir.path().join("db")) else {
+                panic!("sled did not open")
+            };
+            let (Ok(log), Ok(meta)) = (
+                db.open_tree(TreeName::DeliveryLog.name()),
+                db.open_tree(TreeName::Meta.name()),
+            ) else {
+                panic!("trees did not open")
+            };
+            for record in records.iter().chain([&again]) {
+                let value = codec::encode(record).unwrap_or_default();
+                let key = keys::delivery_log(org, record.id);
+                assert!(log.insert(key, value).is_ok());
+            }
+            assert!(meta.insert(keys::LAYOUT_VERSION, &[3u8]).is_ok());
+            assert!(db.flush().is_ok());
+        }
+        let storage = open(dir.path());
+        let found = |delivery| {
+            let storage = storage.clone();
+            async move {
+                storage
+                    .find_delivery(org, delivery)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|r| r.envelope)
+            }
+        };
+        assert_eq!(found(records[0].delivery_id).await, Some(vec![0]));
+        assert_eq!(
+            found(records[1].delivery_id).await,
+            Some(vec![9]),
+            "the newest"
+        );
+        assert_eq!(found(DeliveryId::generate()).await, None);
+        // Pruning to the newest two drops the others' entries with them.
+        assert_eq!(storage.prune_delivery_log(org, 2).await.ok(), Some(2));
+        assert_eq!(found(records[0].delivery_id).await, None);
+        assert_eq!(found(records[4].delivery_id).await, Some(vec![4]));
+        assert_eq!(found(records[1].delivery_id).await, Some(vec![9]));
+        let Ok(engine) = storage.slot.current() else {
+            panic!("no database in service")
+        };
+        assert_eq!(engine.tree(TreeName::DeliveryIds).len(), 2);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Reads: everything the store answers, from the database in service.
 
-use super::codec::decode;
+use super::codec::{decode, decode_head};
 use super::engine::Engine;
 use super::keys::{self, TreeName};
 use crate::domain::audit::AuditRecord;
+use crate::domain::delivery::Outcome;
 use crate::domain::delivery::{Job, LogRecord};
 use crate::domain::member::Membership;
 use crate::domain::org_state::OrgState;
@@ -15,13 +16,17 @@ use crate::domain::webhook::WebhookEndpoint;
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, UserId};
 use crate::secrets::SealingKey;
 use crate::storage::sealed::opened;
-use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError};
+use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, SCAN_LIMIT};
 use crate::time::Timestamp;
 
-/// An outbox key too short to hold an organization id.
+/// A key too short for the ids it holds.
 #[derive(Debug, thiserror::Error)]
-#[error("an outbox key is too short to name an organization")]
+#[error("a stored key is too short for the ids it holds")]
 struct BadKey;
+
+/// The leading fields of a stored [`LogRecord`], in order: what its filters
+/// look at, without decoding its envelope.
+type LogHead = (LogId, OrgId, DeliveryId, String, Option<u8>, Outcome);
 
 impl Engine {
     /// The stored admin-token hash, if any.
@@ -137,7 +142,10 @@ impl Engine {
             &prefix,
             before.as_ref().map(|k| k.as_slice()),
             limit,
-            |value: &T| parent.is_none() || value.parent() == parent,
+            |bytes| {
+                let value: T = decode(bytes)?;
+                Ok((parent.is_none() || value.parent() == parent).then_some(value))
+            },
         )
     }
 
@@ -155,7 +163,16 @@ impl Engine {
             org.as_bytes(),
             before.as_ref().map(|k| k.as_slice()),
             limit,
-            |record: &AuditRecord| action.is_none_or(|a| record.action == a),
+            |bytes| {
+                if let Some(action) = action {
+                    let (_, _, _, stored): (AuditId, OrgId, Option<UserId>, String) =
+                        decode_head(bytes)?;
+                    if stored != action {
+                        return Ok(None);
+                    }
+                }
+                decode(bytes).map(Some)
+            },
         )
     }
 
@@ -173,8 +190,47 @@ impl Engine {
             org.as_bytes(),
             before.as_ref().map(|k| k.as_slice()),
             limit,
-            |record: &LogRecord| filter.admits(record),
+            |bytes| {
+                let (_, _, _, event, _, outcome): LogHead = decode_head(bytes)?;
+                let admitted = filter.event.is_none_or(|e| event == e)
+                    && filter.outcome.is_none_or(|o| outcome == o);
+                if admitted {
+                    decode(bytes).map(Some)
+                } else {
+                    Ok(None)
+                }
+            },
         )
+    }
+
+    /// The newest delivery-log record of `delivery` in `org`: found by its
+    /// entries in [`TreeName::DeliveryIds`], newest first, reading no other
+    /// record.
+    pub fn find_delivery(
+        &self,
+        org: OrgId,
+        delivery: DeliveryId,
+    ) -> Result<Option<LogRecord>, StoreError> {
+        let entries = self.tree(TreeName::DeliveryIds);
+        let log = self.tree(TreeName::DeliveryLog);
+        for entry in entries
+            .scan_prefix(keys::delivery_ids(org, delivery))
+            .keys()
+            .rev()
+        {
+            let entry = entry.map_err(StoreError::engine)?;
+            let Some(id) = entry.get(32..).and_then(LogId::from_slice) else {
+                return Err(StoreError::codec(BadKey));
+            };
+            // An entry whose record was pruned meanwhile: an older one may remain.
+            if let Some(bytes) = log
+                .get(keys::delivery_log(org, id))
+                .map_err(StoreError::engine)?
+            {
+                return decode(&bytes).map(Some);
+            }
+        }
+        Ok(None)
     }
 
     /// Up to `limit` of `org`'s jobs in the outbox tree after `after` and
@@ -219,15 +275,19 @@ impl Engine {
         Ok(orgs)
     }
 
-    /// Up to `limit` records of `org` in `tree` that pass `filter`, newest
-    /// first, strictly before the key `before`; and whether more remain.
-    fn newest_first<T: serde::de::DeserializeOwned>(
+    /// Up to `limit` records of `org` in `tree` that `admit` lets through
+    /// (decoded), newest first, strictly before the key `before`; whether
+    /// more remain; and, when [`SCAN_LIMIT`] records (or `limit`, if more)
+    /// were examined before the page filled, the id of the last one (see
+    /// [`Page::scanned_to`]).
+    /// Every key ends with its record's 16-byte id.
+    fn newest_first<T>(
         &self,
         tree: TreeName,
         prefix: &[u8],
         before: Option<&[u8]>,
         limit: usize,
-        filter: impl Fn(&T) -> bool,
+        admit: impl Fn(&[u8]) -> Result<Option<T>, StoreError>,
     ) -> Result<Page<T>, StoreError> {
         let start = prefix.to_vec();
         let end = match before {
@@ -238,19 +298,33 @@ impl Engine {
                 end
             }
         };
+        // A page that every record passes fills (and looks one past) first.
+        let bound = SCAN_LIMIT.max(limit + 1);
         let mut items = Vec::new();
-        for entry in self.tree(tree).range(start..end).rev() {
-            let (_, value) = entry.map_err(StoreError::engine)?;
-            let record: T = decode(&value)?;
-            if !filter(&record) {
-                continue;
+        let mut examined: Option<::sled::IVec> = None;
+        for (count, entry) in self.tree(tree).range(start..end).rev().enumerate() {
+            let (key, value) = entry.map_err(StoreError::engine)?;
+            if count == bound {
+                let scanned_to = examined
+                    .as_deref()
+                    .and_then(|k| k.len().checked_sub(16).map(|at| &k[at..]))
+                    .and_then(|id| <[u8; 16]>::try_from(id).ok());
+                return Ok(Page {
+                    items,
+                    more: false,
+                    scanned_to,
+                });
             }
+            examined = Some(key);
+            let Some(record) = admit(&value)? else {
+                continue;
+            };
             if items.len() == limit {
-                return Ok(Page { items, more: true });
+                return Ok(Page::complete(items, true));
             }
             items.push(record);
         }
-        Ok(Page { items, more: false })
+        Ok(Page::complete(items, false))
     }
 
     fn values<T: serde::de::DeserializeOwned>(&self, tree: TreeName) -> Result<Vec<T>, StoreError> {

@@ -203,8 +203,14 @@ fn prepare_one(
         }
         Write::DeleteJob(org, id) => ops.push(Op::Remove(Outbox, keys::job(*org, *id).to_vec())),
         Write::Log(record) => {
-            let key = keys::delivery_log(record.organization_id, record.id).to_vec();
-            ops.push(Op::Put(DeliveryLog, key, encode(record)?));
+            let (org, id) = (record.organization_id, record.id);
+            let entry = keys::delivery_id_entry(org, record.delivery_id, id).to_vec();
+            ops.push(Op::Put(DeliveryIds, entry, Vec::new()));
+            ops.push(Op::Put(
+                DeliveryLog,
+                keys::delivery_log(org, id).to_vec(),
+                encode(record)?,
+            ));
         }
         Write::PutResource(org, value) => {
             let key = keys::resource(*org, value.kind(), value.id()).to_vec();

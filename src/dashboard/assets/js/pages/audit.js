@@ -66,7 +66,10 @@ export async function renderAudit() {
       slot.replaceChildren(
         tableOf('audit-table', 'Audit records, newest first',
           [{ label: 'Time' }, { label: 'Actor' }, { label: 'Action' }, { label: 'Target' }, { label: 'Changes' }],
-          page.items.map((r) => auditRow(r, people)), 'No audit records match.'),
+          page.items.map((r) => auditRow(r, people)), page.next_cursor
+            // A filtered page examines at most 1,000 records.
+            ? 'No matches among the records searched so far: look further with Older.'
+            : 'No audit records match.'),
         pager(view, page.next_cursor, load, 'audit'));
       const again = focusId && document.getElementById(focusId);
       if (again && !again.disabled) again.focus();

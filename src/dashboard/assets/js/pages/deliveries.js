@@ -9,6 +9,14 @@ import { fmtTime, shortId, plural, localInput, fromLocalInput, timeZone } from '
 import { views, MANAGE, SETTINGS_READ, PAGE_SIZE, orgPath, can, lacks } from '../state.js';
 import { loadWebhook } from './webhook.js';
 
+// A filtered page examines at most 1,000 records: an empty one with a cursor
+// means "none among these", not "none at all".
+function emptyText(filtered, nextCursor) {
+  if (!filtered) return 'No deliveries yet.';
+  return nextCursor ? 'No matches among the records searched so far: look further with Older.'
+    : 'No deliveries match these filters.';
+}
+
 function deliveryQuery(view, cursor, limit) {
   const params = new URLSearchParams({ limit: String(limit) });
   if (view.event) params.set('event', view.event);
@@ -145,7 +153,7 @@ export async function renderDeliveries() {
       tableOf('delivery-table', 'Delivery attempts, newest first', [
         { label: 'Time' }, { label: 'Event' }, { label: 'Attempt', num: true }, { label: 'Outcome' },
         { label: 'Response' }, { label: 'Latency', num: true }, { label: 'Details' }, { label: 'Actions' },
-      ], rows, filtered ? 'No deliveries match these filters.' : 'No deliveries yet.'),
+      ], rows, emptyText(filtered, page.next_cursor)),
       pager(view, page.next_cursor, (id) => reloadAll(id), 'deliveries'));
     const again = focusId && document.getElementById(focusId);
     if (again && !again.disabled) again.focus();
