@@ -85,6 +85,22 @@ macro_rules! typed_id {
             pub fn from_slice(bytes: &[u8]) -> Option<Self> {
                 Uuid::from_slice(bytes).ok().map(Self)
             }
+
+            /// When it was made: the Unix milliseconds of a UUID v7.
+            pub fn unix_ms(&self) -> i64 {
+                let mut millis = [0u8; 8];
+                millis[2..].copy_from_slice(&self.as_bytes()[..6]);
+                i64::try_from(u64::from_be_bytes(millis)).unwrap_or(i64::MAX)
+            }
+
+            /// The smallest id made at `unix_ms`: where a range of ids made
+            /// from then on starts.
+            pub fn first_at(unix_ms: i64) -> Self {
+                let mut bytes = [0u8; 16];
+                let millis = u64::try_from(unix_ms).unwrap_or(0).to_be_bytes();
+                bytes[..6].copy_from_slice(&millis[2..]);
+                Self(Uuid::from_bytes(bytes))
+            }
         }
 
         impl std::fmt::Display for $name {

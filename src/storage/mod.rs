@@ -575,7 +575,7 @@ impl Store {
         id: ResourceId,
     ) -> Result<Option<T>, StoreError> {
         match self {
-            Store::Sled(store) => store.resource(org, id).await,
+            Store::Sled(store) => store.resource(org, id),
             Store::Postgres(store) => store.resource(org, id).await,
         }
     }

@@ -126,10 +126,7 @@ async fn records_since(
 
 /// When a log id was made (the milliseconds of its UUID v7).
 fn made_at(id: LogId) -> Timestamp {
-    let bytes = id.as_bytes();
-    let mut millis = [0u8; 8];
-    millis[2..].copy_from_slice(&bytes[..6]);
-    Timestamp(i64::try_from(u64::from_be_bytes(millis)).unwrap_or(i64::MAX))
+    Timestamp(id.unix_ms())
 }
 
 /// The envelopes of `org`'s unfinished deliveries.

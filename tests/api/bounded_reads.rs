@@ -34,21 +34,49 @@ async fn org_with_long_log(app: &TestApp, receiver: &TestReceiver) -> Org {
     app.setup_webhook(&org, &receiver.url, &["task.created"])
         .await;
     let content = "m".repeat(4096);
-    let path = org.path("/memories");
-    let creates = futures_util::stream::iter(0..RECORDS)
-        .map(|i| {
-            app.post(
-                &path,
-                &org.owner_token,
-                json!({"content": format!("{i} {content}")}),
-            )
-        })
-        .buffer_unordered(32);
-    let statuses: Vec<u16> = creates.map(|reply| reply.status).collect().await;
-    assert!(statuses.iter().all(|s| *s == 201), "every memory created");
+    create_all(
+        app,
+        &org,
+        "/memories",
+        RECORDS,
+        |i| json!({"content": format!("{i} {content}")}),
+    )
+    .await;
     // Skipped records are written with their resources: all are there.
     assert_eq!(skipped_count(app, &org).await, RECORDS);
     org
+}
+
+/// Creates `count` resources at `path` as the owner, 16 at a time, each
+/// with the body `body` makes of its number; asserts each 201.
+async fn create_all(
+    app: &TestApp,
+    org: &Org,
+    path: &str,
+    count: usize,
+    body: impl Fn(usize) -> Value,
+) {
+    let path = org.path(path);
+    let creates = futures_util::stream::iter(0..count)
+        .map(|i| app.post(&path, &org.owner_token, body(i)))
+        .buffer_unordered(16);
+    let statuses: Vec<u16> = creates.map(|reply| reply.status).collect().await;
+    assert!(
+        statuses.iter().all(|s| *s == 201),
+        "every create answered 201"
+    );
+}
+
+/// The first page of `path`, which must be full: 200 items and a cursor.
+async fn full_page(app: &TestApp, org: &Org, path: &str) -> Value {
+    let page = app
+        .get(&org.path(path), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(200), "{path}");
+    assert!(page["next_cursor"].is_string(), "{path}");
+    page
 }
 
 /// Skipped records in the log, counted page by page.
@@ -141,13 +169,7 @@ async fn lookups_and_filters_read_one_page_of_a_long_log() {
         }
     }
     // A filter most records pass fills its pages.
-    let full = app
-        .get(&org.path("/webhook/deliveries?limit=200&outcome=skipped"), &org.owner_token)
-        .await
-        .expect(200)
-        .json();
-    assert_eq!(full["items"].as_array().map(Vec::len), Some(200));
-    assert!(full["next_cursor"].is_string());
+    let full = full_page(&app, &org, "/webhook/deliveries?limit=200&outcome=skipped").await;
 
     // A delivery that is logged is found by its key and sent again.
     let memory = full["items"]
@@ -172,13 +194,11 @@ on_both_engines! {
 async fn the_audit_filter_reads_one_page_at_most() {
     let app = server().await;
     let org = app.org("enterprise").await;
-    // Enough audit records for two scans: role creates, 16 at a time.
-    let path = org.path("/roles");
-    let creates = futures_util::stream::iter(0..1_050)
-        .map(|i| app.post(&path, &org.owner_token, json!({"name": format!("Role {i}")})))
-        .buffer_unordered(16);
-    let statuses: Vec<u16> = creates.map(|reply| reply.status).collect().await;
-    assert!(statuses.iter().all(|s| *s == 201), "every role created");
+    // Enough audit records for two scans: role creates.
+    create_all(&app, &org, "/roles", 1_050, |i| {
+        json!({"name": format!("Role {i}")})
+    })
+    .await;
 
     let pages = pages(&app, &org, "/audit-log?limit=10&action=webhook.deleted").await;
     assert!(pages.iter().all(|page| page["items"] == json!([])), "{pages:?}");
@@ -192,13 +212,7 @@ async fn the_audit_filter_reads_one_page_at_most() {
         Engine::Postgres(_) => assert_eq!(pages.len(), 1),
     }
     // A filter that records pass fills its page, and the cursor goes on.
-    let created = app
-        .get(&org.path("/audit-log?limit=200&action=role.created"), &org.owner_token)
-        .await
-        .expect(200)
-        .json();
-    assert_eq!(created["items"].as_array().map(Vec::len), Some(200));
-    assert!(created["next_cursor"].is_string());
+    full_page(&app, &org, "/audit-log?limit=200&action=role.created").await;
 }
 }
 

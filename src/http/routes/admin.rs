@@ -105,7 +105,7 @@ pub struct UpdateOrganization {
 /// Creates a user.
 #[utoipa::path(tag = "admin", security(("bearer" = [])), request_body = CreateUser,
     responses((status = 201, body = User), (status = 400, body = Problem), (status = 401, body = Problem), (status = 409, body = Problem)))]
-#[post("/admin/users")]
+#[post("/users")]
 async fn create_user(
     _: AdminAuth,
     ctx: web::Data<AppContext>,
@@ -126,7 +126,7 @@ async fn create_user(
 #[utoipa::path(tag = "admin", security(("bearer" = [])), request_body = CreateToken,
     params(("user_id" = String, Path, description = "user id")),
     responses((status = 201, body = IssuedToken), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[post("/admin/users/{user_id}/tokens")]
+#[post("/users/{user_id}/tokens")]
 async fn create_token(
     _: AdminAuth,
     ctx: web::Data<AppContext>,
@@ -160,7 +160,7 @@ async fn create_token(
 /// Revokes a token: it fails with 401 on the very next request.
 #[utoipa::path(tag = "admin", security(("bearer" = [])), params(("token_id" = String, Path, description = "token id")),
     responses((status = 204, description = "Revoked"), (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[delete("/admin/tokens/{token_id}")]
+#[delete("/tokens/{token_id}")]
 async fn revoke_token(
     _: AdminAuth,
     ctx: web::Data<AppContext>,
@@ -174,7 +174,7 @@ async fn revoke_token(
 /// Creates an organization with its Owner and Member roles and its first Owner.
 #[utoipa::path(tag = "admin", security(("bearer" = [])), request_body = CreateOrganization,
     responses((status = 201, body = Organization), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[post("/admin/organizations")]
+#[post("/organizations")]
 async fn create_org(
     _: AdminAuth,
     ctx: web::Data<AppContext>,
@@ -201,7 +201,7 @@ async fn create_org(
 #[utoipa::path(tag = "admin", security(("bearer" = [])), request_body = UpdateOrganization,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = Organization), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[patch("/admin/organizations/{org_id}")]
+#[patch("/organizations/{org_id}")]
 async fn update_org(
     _: AdminAuth,
     ctx: web::Data<AppContext>,

@@ -33,7 +33,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])), request_body = ReportAnalysis, params(("org_id" = String, Path)),
     responses((status = 201, body = Analysis), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 422, body = Problem)))]
-#[post("/pull-requests/analyses")]
+#[post("")]
 async fn report(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -68,7 +68,7 @@ async fn report(
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Analysis>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/pull-requests/analyses")]
+#[get("")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -81,7 +81,7 @@ async fn list_all(
 /// One analysis.
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/pull-requests/analyses/{id}")]
+#[get("/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -93,7 +93,7 @@ async fn get_one(
 /// Accepts the proposed findings; fires `pr.results_accepted` (409 when already accepted).
 #[utoipa::path(tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/pull-requests/analyses/{id}/accept")]
+#[post("/{id}/accept")]
 async fn accept(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -30,7 +30,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Creates a capsule; fires `capsule.created`.
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = CreateCapsule, params(("org_id" = String, Path)),
     responses((status = 201, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/capsules")]
+#[post("")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -49,7 +49,7 @@ async fn create(
 #[utoipa::path(tag = "capsules", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Capsule>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/capsules")]
+#[get("")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -62,7 +62,7 @@ async fn list_all(
 /// One capsule.
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/capsules/{id}")]
+#[get("/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -75,7 +75,7 @@ async fn get_one(
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = UpdateCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[patch("/capsules/{id}")]
+#[patch("/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -96,7 +96,7 @@ async fn update(
 /// Freezes a capsule (no-op when frozen); fires `capsule.updated`.
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/capsules/{id}/freeze")]
+#[post("/{id}/freeze")]
 async fn freeze(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -126,7 +126,7 @@ async fn freeze(
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = SupersedeCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 201, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/capsules/{id}/supersede")]
+#[post("/{id}/supersede")]
 async fn supersede(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -156,7 +156,7 @@ async fn supersede(
 /// Deletes a capsule (needs all four capsules keys); fires `capsule.deleted`.
 #[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/capsules/{id}")]
+#[delete("/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -32,7 +32,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Records a decision (DRAFT or PENDING); fires `decision.created`.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = CreateDecision, params(("org_id" = String, Path)),
     responses((status = 201, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/decisions")]
+#[post("")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -53,7 +53,7 @@ async fn create(
 #[utoipa::path(tag = "decisions", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Decision>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/decisions")]
+#[get("")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -66,7 +66,7 @@ async fn list_all(
 /// One decision.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/decisions/{id}")]
+#[get("/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -78,7 +78,7 @@ async fn get_one(
 /// Edits title, statement, rationale, tags or links; fires `decision.updated` when something changed.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = UpdateDecision, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[patch("/decisions/{id}")]
+#[patch("/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -103,7 +103,7 @@ async fn update(
 /// Deletes a decision; fires `decision.deleted` with its last representation.
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/decisions/{id}")]
+#[delete("/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -124,7 +124,7 @@ async fn remove(
 #[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = ChangeStatus, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/decisions/{id}/status")]
+#[post("/{id}/status")]
 async fn change_status(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

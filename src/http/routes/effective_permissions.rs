@@ -25,9 +25,12 @@ use crate::time::Timestamp;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(member_permissions)
-        .service(my_permissions)
-        .service(check_permissions);
+    cfg.service(my_permissions).service(check_permissions);
+}
+
+/// Registers the route under a member (`/members/{user_id}/permissions`).
+pub fn configure_for_members(cfg: &mut ServiceConfig) {
+    cfg.service(member_permissions);
 }
 
 /// A member's effective permissions, with the role they come from.
@@ -91,7 +94,7 @@ pub struct CheckResults {
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 200, body = EffectivePermissions), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem)))]
-#[get("/members/{user_id}/permissions")]
+#[get("/{user_id}/permissions")]
 async fn member_permissions(
     access: OrgAccess,
     path: web::Path<(String, String)>,
@@ -104,7 +107,7 @@ async fn member_permissions(
 #[utoipa::path(tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = EffectivePermissions), (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[get("/permissions/mine")]
+#[get("/mine")]
 async fn my_permissions(access: OrgAccess) -> Result<HttpResponse, ApiError> {
     access.allow(MY_PERMISSIONS)?;
     let member = access
@@ -122,7 +125,7 @@ async fn my_permissions(access: OrgAccess) -> Result<HttpResponse, ApiError> {
     responses((status = 200, body = CheckResults), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 413, body = Problem),
         (status = 415, body = Problem)))]
-#[post("/permissions/check")]
+#[post("/check")]
 async fn check_permissions(
     access: OrgAccess,
     JsonInput(input): JsonInput,

@@ -19,17 +19,18 @@ use crate::http::AppContext;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
-    cfg.service(start)
-        .service(list_for_project)
-        .service(get_one)
-        .service(cancel)
-        .service(result);
+    cfg.service(get_one).service(cancel).service(result);
+}
+
+/// Registers the routes under a project (`/projects/{id}/imports`).
+pub fn configure_for_projects(cfg: &mut ServiceConfig) {
+    cfg.service(start).service(list_for_project);
 }
 
 /// Starts an import into a project (status running).
 #[utoipa::path(tag = "imports", security(("bearer" = [])), request_body = StartImport, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 202, body = Import), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/projects/{id}/imports")]
+#[post("/{id}/imports")]
 async fn start(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -46,7 +47,7 @@ async fn start(
 #[utoipa::path(tag = "imports", security(("bearer" = [])),
     params(("org_id" = String, Path), ("id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Import>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/projects/{id}/imports")]
+#[get("/{id}/imports")]
 async fn list_for_project(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -60,7 +61,7 @@ async fn list_for_project(
 /// One import.
 #[utoipa::path(tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/imports/{id}")]
+#[get("/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -72,7 +73,7 @@ async fn get_one(
 /// Cancels a running import (409 INVALID_TRANSITION when it finished).
 #[utoipa::path(tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/imports/{id}/cancel")]
+#[post("/{id}/cancel")]
 async fn cancel(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -99,7 +100,7 @@ async fn cancel(
 #[utoipa::path(tag = "imports", security(("bearer" = [])), request_body = ImportResult, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[post("/imports/{id}/result")]
+#[post("/{id}/result")]
 async fn result(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -81,7 +81,7 @@ fn member_id(path: &(String, String)) -> Result<UserId, ApiError> {
         crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/members")]
+#[get("")]
 async fn list_members(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
     access.allow(MEMBERS_LIST)?;
     let query = ListQuery::parse(&req)?;
@@ -110,7 +110,7 @@ async fn list_members(access: OrgAccess, req: HttpRequest) -> Result<HttpRespons
 #[utoipa::path(tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 200, body = MembershipView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/members/{user_id}")]
+#[get("/{user_id}")]
 async fn get_member(
     access: OrgAccess,
     path: web::Path<(String, String)>,
@@ -124,7 +124,7 @@ async fn get_member(
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 201, body = MembershipView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
-#[post("/members")]
+#[post("")]
 async fn add_member(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -147,7 +147,7 @@ async fn add_member(
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 200, body = MembershipView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
-#[patch("/members/{user_id}")]
+#[patch("/{user_id}")]
 async fn change_role(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -170,7 +170,7 @@ async fn change_role(
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 204, description = "Removed"), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/members/{user_id}")]
+#[delete("/{user_id}")]
 async fn remove_member(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -28,7 +28,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Captures a memory; fires `memory.created`.
 #[utoipa::path(tag = "memories", security(("bearer" = [])), request_body = CreateMemory, params(("org_id" = String, Path)),
     responses((status = 201, body = Memory), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/memories")]
+#[post("")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -47,7 +47,7 @@ async fn create(
 #[utoipa::path(tag = "memories", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Memory>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/memories")]
+#[get("")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -60,7 +60,7 @@ async fn list_all(
 /// One memory.
 #[utoipa::path(tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Memory), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/memories/{id}")]
+#[get("/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -72,7 +72,7 @@ async fn get_one(
 /// Edits content or metadata; fires `memory.updated` when something changed.
 #[utoipa::path(tag = "memories", security(("bearer" = [])), request_body = UpdateMemory, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Memory), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[patch("/memories/{id}")]
+#[patch("/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -97,7 +97,7 @@ async fn update(
 /// Deletes a memory; fires `memory.deleted` with its last representation.
 #[utoipa::path(tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/memories/{id}")]
+#[delete("/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -28,7 +28,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Adds a project; fires `project.created`.
 #[utoipa::path(tag = "projects", security(("bearer" = [])), request_body = CreateProject, params(("org_id" = String, Path)),
     responses((status = 201, body = Project), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/projects")]
+#[post("")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -47,7 +47,7 @@ async fn create(
 #[utoipa::path(tag = "projects", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Project>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/projects")]
+#[get("")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -60,7 +60,7 @@ async fn list_all(
 /// One project.
 #[utoipa::path(tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Project), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/projects/{id}")]
+#[get("/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -72,7 +72,7 @@ async fn get_one(
 /// Renames a project or changes its repository.
 #[utoipa::path(tag = "projects", security(("bearer" = [])), request_body = UpdateProject, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Project), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[patch("/projects/{id}")]
+#[patch("/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -91,7 +91,7 @@ async fn update(
 /// Deletes a project.
 #[utoipa::path(tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/projects/{id}")]
+#[delete("/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

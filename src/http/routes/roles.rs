@@ -82,7 +82,7 @@ fn if_match(req: &HttpRequest) -> Option<IfMatch> {
     params(("org_id" = String, Path, description = "organization id"),
         crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<RoleView>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[get("/roles")]
+#[get("")]
 async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse, ApiError> {
     access.allow(ROLES_LIST)?;
     let query = ListQuery::parse(&req)?;
@@ -112,7 +112,7 @@ async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse,
     params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id")),
     responses((status = 200, body = RoleView, headers(("ETag" = String, description = "for If-Match"))),
         (status = 401, body = Problem), (status = 404, body = Problem)))]
-#[get("/roles/{role_id}")]
+#[get("/{role_id}")]
 async fn get_role(
     access: OrgAccess,
     path: web::Path<(String, String)>,
@@ -129,7 +129,7 @@ async fn get_role(
     responses((status = 201, body = RoleView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 402, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem),
         (status = 409, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem), (status = 422, body = Problem)))]
-#[post("/roles")]
+#[post("")]
 async fn create_role(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -153,7 +153,7 @@ async fn create_role(
     responses((status = 200, body = RoleView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 402, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem),
         (status = 409, body = Problem), (status = 412, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem)))]
-#[patch("/roles/{role_id}")]
+#[patch("/{role_id}")]
 async fn update_role(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -177,7 +177,7 @@ async fn update_role(
         ("If-Match" = Option<String>, Header, description = "ETag from GET")),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 402, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 412, body = Problem), (status = 422, body = Problem)))]
-#[delete("/roles/{role_id}")]
+#[delete("/{role_id}")]
 async fn delete_role(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -200,7 +200,7 @@ async fn delete_role(
         crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/roles/{role_id}/members")]
+#[get("/{role_id}/members")]
 async fn role_members(
     access: OrgAccess,
     req: HttpRequest,

@@ -32,7 +32,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 #[utoipa::path(tag = "tasks", security(("bearer" = [])), request_body = CreateTask, params(("org_id" = String, Path)),
     responses((status = 201, body = Task), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 422, body = Problem)))]
-#[post("/tasks")]
+#[post("")]
 async fn create(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -65,7 +65,7 @@ async fn create(
 #[utoipa::path(tag = "tasks", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Task>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/tasks")]
+#[get("")]
 async fn list_all(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -78,7 +78,7 @@ async fn list_all(
 /// One task.
 #[utoipa::path(tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Task), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/tasks/{id}")]
+#[get("/{id}")]
 async fn get_one(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -92,7 +92,7 @@ async fn get_one(
 #[utoipa::path(tag = "tasks", security(("bearer" = [])), request_body = UpdateTask, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Task), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[patch("/tasks/{id}")]
+#[patch("/{id}")]
 async fn update(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -124,7 +124,7 @@ async fn update(
 /// Deletes a task.
 #[utoipa::path(tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/tasks/{id}")]
+#[delete("/{id}")]
 async fn remove(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -97,7 +97,7 @@ pub struct Redelivery {
 /// The endpoint (`org:settings:read`); the secret is never returned.
 #[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = WebhookView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/webhook")]
+#[get("")]
 async fn get_webhook(access: OrgAccess) -> Result<HttpResponse, ApiError> {
     let endpoint = access.webhook(WEBHOOK_GET)?;
     Ok(HttpResponse::Ok().json(endpoint.view()))
@@ -108,7 +108,7 @@ async fn get_webhook(access: OrgAccess) -> Result<HttpResponse, ApiError> {
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = TestResult), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem)))]
-#[post("/webhook/test")]
+#[post("/test")]
 async fn test_webhook(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -159,7 +159,7 @@ async fn test_webhook(
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = WebhookView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
-#[put("/webhook")]
+#[put("")]
 async fn save_webhook(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -200,7 +200,7 @@ async fn save_webhook(
 /// A new signing secret, shown once; the old one stops working at once (`org:settings:manage`).
 #[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = RotatedSecret), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/webhook/rotate")]
+#[post("/rotate")]
 async fn rotate_webhook(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -219,7 +219,7 @@ async fn rotate_webhook(
 /// Removes the endpoint; queued attempts are dropped and logged (`org:settings:manage`).
 #[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 204, description = "Removed"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[delete("/webhook")]
+#[delete("")]
 async fn delete_webhook(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -254,7 +254,7 @@ struct DeliveryFilter {
         crate::http::paging::IdPaging),
     responses((status = 200, body = Page<LogView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/webhook/deliveries")]
+#[get("/deliveries")]
 async fn list_deliveries(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
@@ -295,7 +295,7 @@ async fn list_deliveries(
 #[utoipa::path(tag = "webhook", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("delivery_id" = String, Path, description = "a record's delivery_id")),
     responses((status = 202, body = Redelivery), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/webhook/deliveries/{delivery_id}/redeliver")]
+#[post("/deliveries/{delivery_id}/redeliver")]
 async fn redeliver(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

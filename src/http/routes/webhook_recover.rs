@@ -52,7 +52,7 @@ pub struct Recovered {
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 202, body = Recovered), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[post("/webhook/recover")]
+#[post("/recover")]
 async fn recover_failed(
     access: OrgAccess,
     ctx: web::Data<AppContext>,

@@ -182,8 +182,9 @@ pub fn job_after(org: OrgId, id: DeliveryId) -> Vec<u8> {
     key
 }
 
-/// Past every outbox key of `org`.
-pub fn past_jobs(org: OrgId) -> Vec<u8> {
+/// Past every key of `org` in a tree keyed by organization, then id (the
+/// outbox, the delivery log).
+pub fn past_org(org: OrgId) -> Vec<u8> {
     let mut key = org.as_bytes().to_vec();
     key.extend_from_slice(&[0xff; 17]);
     key

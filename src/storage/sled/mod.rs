@@ -15,6 +15,7 @@ pub mod codec;
 mod engine;
 mod group_commit;
 pub mod keys;
+mod late;
 mod read;
 mod room;
 mod spill;
@@ -42,6 +43,7 @@ use codec::{decode, decode_head};
 use engine::{Engine, Slot};
 use group_commit::GroupCommit;
 use keys::TreeName;
+use late::LateRecords;
 use room::Room;
 use spill::Spills;
 use write::{apply, commit_to, lift, lift_read, prepare, transaction, Aborted};
@@ -86,6 +88,8 @@ pub struct SledStore {
     spills: Spills,
     /// Seals webhook secrets at rest, when `storage.secret_key` is set.
     key: Option<SealingKey>,
+    /// Which delivery-log records get an entry by delivery id.
+    late: Arc<LateRecords>,
 }
 
 impl SledStore {
@@ -111,6 +115,7 @@ impl SledStore {
             room,
             spills,
             key,
+            late: Arc::default(),
         })
     }
 
@@ -147,9 +152,9 @@ impl SledStore {
         self.slot.check(read(&engine))
     }
 
-    /// Runs `read` on the database in service on a blocking thread: reads
-    /// may wait on the disk and pages decode many records, which an HTTP
-    /// worker must not wait for.
+    /// Runs `read` on the database in service on a blocking thread: for
+    /// reads that examine many records (pages, scans), which an HTTP worker
+    /// must not wait for.
     async fn read_off_thread<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Engine) -> Result<T, StoreError> + Send + 'static,
@@ -162,14 +167,14 @@ impl SledStore {
 
     /// See [`crate::storage::Store::commit`].
     pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
-        let ops = prepare(&writes, self.key.as_ref())?;
+        let ops = prepare(&writes, self.key.as_ref(), &self.late)?;
         self.committer.commit(ops).await?;
         Ok(writes)
     }
 
     /// See [`crate::storage::Store::append`].
     pub fn append(&self, writes: &[Write]) -> Result<Durability, StoreError> {
-        let ops = prepare(writes, self.key.as_ref())?;
+        let ops = prepare(writes, self.key.as_ref(), &self.late)?;
         self.room.check(write::size_of(&ops))?;
         self.read(|engine| commit_to(&engine.trees, ops.iter()))?;
         self.slot.wrote();
@@ -209,7 +214,7 @@ impl SledStore {
             };
             let (writes, outcome) = decide(current)
                 .map_err(|err| ConflictableTransactionError::Abort(Aborted::Decided(err)))?;
-            let ops = prepare(&writes, self.key.as_ref())
+            let ops = prepare(&writes, self.key.as_ref(), &self.late)
                 .map_err(|err| ConflictableTransactionError::Abort(Aborted::Store(err)))?;
             for op in &ops {
                 apply(views, op).map_err(lift)?;
@@ -369,14 +374,15 @@ impl SledStore {
         self.read(|engine| self.spills.spill(engine, org, after, keep, max))
     }
 
-    /// A workspace resource of `org`.
-    pub async fn resource<T: Resource>(
+    /// A workspace resource of `org`: one lookup by key, on the caller's
+    /// thread (moved to a blocking thread, the hand-off cost a fifth of
+    /// the read throughput in paired runs; see BENCHMARKS.md).
+    pub fn resource<T: Resource>(
         &self,
         org: OrgId,
         id: ResourceId,
     ) -> Result<Option<T>, StoreError> {
-        self.read_off_thread(move |engine| engine.resource(org, id))
-            .await
+        self.read(|engine| engine.resource(org, id))
     }
 
     /// One page of `org`'s resources of kind `T`, newest first.
@@ -489,10 +495,18 @@ impl LogTrees {
         let mut removed = 0;
         for record in self.records.scan_prefix(org.as_bytes()).take(count) {
             let (key, value) = record.map_err(StoreError::engine)?;
-            // A record that does not decode goes all the same; an entry of it
-            // left behind finds nothing, which lookups expect.
+            // Few records have an entry (see `late`). A record that does not
+            // decode goes all the same; an entry of it left behind finds
+            // nothing, which lookups expect.
             if let Ok((id, _, delivery)) = decode_head::<(LogId, OrgId, DeliveryId)>(&value) {
-                entries.remove(keys::delivery_id_entry(org, delivery, id).to_vec());
+                let entry = keys::delivery_id_entry(org, delivery, id);
+                if self
+                    .by_delivery
+                    .contains_key(entry)
+                    .map_err(StoreError::engine)?
+                {
+                    entries.remove(entry.to_vec());
+                }
             }
             records.remove(key);
             removed += 1;
@@ -556,23 +570,11 @@ fn migrate_outbox(engine: &Engine) -> Result<(), StoreError> {
         .db
         .open_tree(keys::OUTBOX_V1)
         .map_err(StoreError::engine)?;
-    let outbox = engine.tree(TreeName::Outbox);
-    let mut batch = ::sled::Batch::default();
-    let mut moved = 0usize;
-    for entry in old.iter().values() {
-        let job: crate::domain::delivery::Job = decode(&entry.map_err(StoreError::engine)?)?;
-        batch.insert(
-            keys::job(job.organization_id, job.delivery_id).to_vec(),
-            codec::encode(&job)?,
-        );
-        moved += 1;
-        if moved % 10_000 == 0 {
-            outbox
-                .apply_batch(std::mem::take(&mut batch))
-                .map_err(StoreError::engine)?;
-        }
-    }
-    outbox.apply_batch(batch).map_err(StoreError::engine)?;
+    let moved = rows_into(&old, engine.tree(TreeName::Outbox), |value| {
+        let job: crate::domain::delivery::Job = decode(value)?;
+        let key = keys::job(job.organization_id, job.delivery_id).to_vec();
+        Ok((key, codec::encode(&job)?))
+    })?;
     engine.db.flush().map_err(StoreError::engine)?;
     if moved > 0 {
         tracing::info!(
@@ -583,28 +585,18 @@ fn migrate_outbox(engine: &Engine) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Layouts 1–3 → 4: an entry by delivery id for every delivery-log record,
-/// in batches. Doing it again after a crash is harmless: the layout is
-/// stamped only once all are written.
+/// Layouts 1–3 → 4: an entry by delivery id for every delivery-log record.
+/// Doing it again after a crash is harmless: the layout is stamped only
+/// once all are written.
 fn index_deliveries(engine: &Engine) -> Result<(), StoreError> {
-    let entries = engine.tree(TreeName::DeliveryIds);
-    let mut batch = ::sled::Batch::default();
-    let mut indexed = 0usize;
-    for value in engine.tree(TreeName::DeliveryLog).iter().values() {
-        let (id, org, delivery): (LogId, OrgId, DeliveryId) =
-            decode_head(&value.map_err(StoreError::engine)?)?;
-        batch.insert(
+    let log = engine.tree(TreeName::DeliveryLog);
+    let indexed = rows_into(log, engine.tree(TreeName::DeliveryIds), |value| {
+        let (id, org, delivery): (LogId, OrgId, DeliveryId) = decode_head(value)?;
+        Ok((
             keys::delivery_id_entry(org, delivery, id).to_vec(),
             Vec::new(),
-        );
-        indexed += 1;
-        if indexed % 10_000 == 0 {
-            entries
-                .apply_batch(std::mem::take(&mut batch))
-                .map_err(StoreError::engine)?;
-        }
-    }
-    entries.apply_batch(batch).map_err(StoreError::engine)?;
+        ))
+    })?;
     engine.db.flush().map_err(StoreError::engine)?;
     if indexed > 0 {
         tracing::info!(
@@ -613,6 +605,28 @@ fn index_deliveries(engine: &Engine) -> Result<(), StoreError> {
         );
     }
     Ok(())
+}
+
+/// Writes the row `row` makes of each value of `from` into `into`, 10,000
+/// at a time (a migration); returns how many it wrote.
+fn rows_into(
+    from: &::sled::Tree,
+    into: &::sled::Tree,
+    row: impl Fn(&[u8]) -> Result<(Vec<u8>, Vec<u8>), StoreError>,
+) -> Result<usize, StoreError> {
+    let mut batch = ::sled::Batch::default();
+    let mut written = 0usize;
+    for value in from.iter().values() {
+        let (key, value) = row(&value.map_err(StoreError::engine)?)?;
+        batch.insert(key, value);
+        written += 1;
+        if written % 10_000 == 0 {
+            into.apply_batch(std::mem::take(&mut batch))
+                .map_err(StoreError::engine)?;
+        }
+    }
+    into.apply_batch(batch).map_err(StoreError::engine)?;
+    Ok(written)
 }
 
 /// Removes the layout-1 outbox once its jobs are in the new one.
@@ -863,6 +877,59 @@ mod tests {
             panic!("no database in service")
         };
         assert_eq!(engine.tree(TreeName::DeliveryIds).len(), 2);
+    }
+
+    /// A delivery whose record is made soon after it is queued is found by
+    /// reading forward from that instant, without an entry; one whose
+    /// record comes after many others gets an entry and is found by it.
+    #[tokio::test]
+    async fn deliveries_are_found_whether_their_records_came_soon_or_late() {
+        use crate::domain::event::EventKind;
+        use crate::storage::SCAN_LIMIT;
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let storage = open(dir.path());
+        let org = OrgId::generate();
+        let record = |n: u8| LogRecord::skipped(org, EventKind::TaskCreated, vec![n]);
+        // The organization's first record starts its count.
+        assert!(storage.append(&[Write::Log(record(0))]).is_ok());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let early = DeliveryId::generate();
+        let soon = record(1);
+        assert!(storage.append(&[Write::Log(soon.clone())]).is_ok());
+        let others: Vec<Write> = (0..SCAN_LIMIT + 10)
+            .map(|_| Write::Log(record(2)))
+            .collect();
+        assert!(storage.append(&others).is_ok());
+        let mut late = record(3);
+        late.delivery_id = early;
+        assert!(storage.append(&[Write::Log(late)]).is_ok());
+
+        let found = |delivery| {
+            let storage = storage.clone();
+            async move {
+                let found = storage.find_delivery(org, delivery).await.ok().flatten();
+                found.map(|r| r.envelope)
+            }
+        };
+        assert_eq!(found(soon.delivery_id).await, Some(vec![1]));
+        assert_eq!(found(early).await, Some(vec![3]));
+        assert_eq!(found(DeliveryId::generate()).await, None);
+        // An id from long ago: at most SCAN_LIMIT records are read, none is it.
+        let ancient = DeliveryId::first_at(1);
+        assert_eq!(found(ancient).await, None);
+        let Ok(engine) = storage.slot.current() else {
+            panic!("no database in service")
+        };
+        let entries = engine.tree(TreeName::DeliveryIds);
+        let of = |delivery| {
+            entries
+                .scan_prefix(keys::delivery_ids(org, delivery))
+                .count()
+        };
+        assert_eq!(of(early), 1, "the late record has an entry");
+        assert_eq!(of(soon.delivery_id), 0, "the soon one needs none");
     }
 
     #[test]

@@ -203,9 +203,11 @@ impl Engine {
         )
     }
 
-    /// The newest delivery-log record of `delivery` in `org`: found by its
-    /// entries in [`TreeName::DeliveryIds`], newest first, reading no other
-    /// record.
+    /// A delivery-log record of `delivery` in `org` (each carries its
+    /// envelope): one of its entries in [`TreeName::DeliveryIds`], else the
+    /// first of its records among the [`SCAN_LIMIT`] made from the instant
+    /// it was queued on (records made that soon get no entry: see
+    /// `sled::late`).
     pub fn find_delivery(
         &self,
         org: OrgId,
@@ -230,6 +232,15 @@ impl Engine {
                 return decode(&bytes).map(Some);
             }
         }
+        let queued = keys::delivery_log(org, LogId::first_at(delivery.unix_ms()));
+        let after = log.range(queued.as_slice()..keys::past_org(org).as_slice());
+        for record in after.values().take(SCAN_LIMIT) {
+            let bytes = record.map_err(StoreError::engine)?;
+            let (_, _, of): (LogId, OrgId, DeliveryId) = decode_head(&bytes)?;
+            if of == delivery {
+                return decode(&bytes).map(Some);
+            }
+        }
         Ok(None)
     }
 
@@ -248,7 +259,7 @@ impl Engine {
         };
         let end = match until {
             Some(id) => keys::job(org, id).to_vec(),
-            None => keys::past_jobs(org),
+            None => keys::past_org(org),
         };
         self.tree(TreeName::Outbox)
             .range(start..end)
@@ -270,7 +281,7 @@ impl Engine {
                 return Err(StoreError::codec(BadKey));
             };
             orgs.push(org);
-            from = keys::past_jobs(org);
+            from = keys::past_org(org);
         }
         Ok(orgs)
     }

@@ -145,7 +145,7 @@ impl Spills {
         };
         let rows = engine
             .tree(TreeName::Outbox)
-            .range(from..keys::past_jobs(org))
+            .range(from..keys::past_org(org))
             .skip(skip);
         let (mut moving, mut bytes, mut more) = (Vec::new(), 0u64, false);
         for row in rows {

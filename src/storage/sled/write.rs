@@ -11,6 +11,7 @@ use ::sled::Transactional;
 
 use super::codec::{decode, encode};
 use super::keys::{self, TreeName};
+use super::late::LateRecords;
 use crate::domain::change::Write;
 use crate::domain::names::fold;
 use crate::domain::org_state::Edit;
@@ -155,10 +156,11 @@ pub fn size_of<'o>(ops: impl IntoIterator<Item = &'o Op>) -> u64 {
 pub fn prepare<'w>(
     writes: impl IntoIterator<Item = &'w Write>,
     key: Option<&SealingKey>,
+    late: &LateRecords,
 ) -> Result<Vec<Op>, StoreError> {
     let mut ops = Vec::new();
     for write in writes {
-        prepare_one(write, key, &mut ops)?;
+        prepare_one(write, key, late, &mut ops)?;
     }
     Ok(ops)
 }
@@ -174,6 +176,7 @@ pub fn endpoint_row(
 fn prepare_one(
     write: &Write,
     key: Option<&SealingKey>,
+    late: &LateRecords,
     ops: &mut Vec<Op>,
 ) -> Result<(), StoreError> {
     use TreeName::*;
@@ -203,9 +206,12 @@ fn prepare_one(
         }
         Write::DeleteJob(org, id) => ops.push(Op::Remove(Outbox, keys::job(*org, *id).to_vec())),
         Write::Log(record) => {
-            let (org, id) = (record.organization_id, record.id);
-            let entry = keys::delivery_id_entry(org, record.delivery_id, id).to_vec();
-            ops.push(Op::Put(DeliveryIds, entry, Vec::new()));
+            let (org, id, delivery) = (record.organization_id, record.id, record.delivery_id);
+            let now = crate::time::Timestamp::now().0;
+            if late.needs_entry(org, delivery.unix_ms(), id.unix_ms(), now) {
+                let entry = keys::delivery_id_entry(org, delivery, id).to_vec();
+                ops.push(Op::Put(DeliveryIds, entry, Vec::new()));
+            }
             ops.push(Op::Put(
                 DeliveryLog,
                 keys::delivery_log(org, id).to_vec(),
