@@ -86,8 +86,8 @@ pub struct ServerConfig {
     /// How long a request body may take to arrive, in ms; then 408 and the
     /// connection is closed.
     pub body_timeout_ms: u64,
-    /// Memory all request bodies being read may hold together, in MiB;
-    /// past it, bodies wait unread for their turn (within their timeout).
+    /// Memory all request bodies in memory may hold together, in MiB; a
+    /// body that would need more is refused at once (503 SERVER_BUSY).
     pub body_memory_mb: u64,
 }
 
@@ -97,7 +97,7 @@ impl ServerConfig {
         Duration::from_millis(self.body_timeout_ms)
     }
 
-    /// Memory all unfinished request bodies may hold, in bytes.
+    /// Memory all request bodies in memory may hold, in bytes.
     pub fn body_memory_bytes(&self) -> usize {
         usize::try_from(self.body_memory_mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX)
     }

@@ -4,12 +4,13 @@
 //!
 //! Reading is bounded in time and in memory (CONTRACT §11): a body must
 //! arrive within `server.body_timeout_ms`, else 408 and the connection is
-//! closed; and all bodies being read on this node together hold at most
-//! `server.body_memory_mb`. A body that would need more is answered 503
-//! SERVER_BUSY at once, and its connection closed, rather than left
-//! waiting: a connection whose body is not read still holds what the HTTP
-//! layer has buffered of it (up to a few hundred KiB), so waiting would not
-//! bound memory.
+//! closed; and all bodies in memory on this node, being read or waiting
+//! for their handler, together hold at most `server.body_memory_mb` (what
+//! is resident: a vector's capacity, a mapping's written pages). A body
+//! that would need more is answered 503 SERVER_BUSY at once, and its
+//! connection closed, rather than left waiting: a connection whose body is
+//! not read still holds what the HTTP layer has buffered of it (up to about
+//! 160 KiB), so waiting would not bound memory.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,10 +36,10 @@ const DRAIN_LIMIT: usize = 16 * 1024 * 1024;
 /// the client has read our 408.
 const DRAIN_AFTER_TIMEOUT: Duration = Duration::from_millis(200);
 
-/// Bodies up to this size grow as they arrive. A larger one gets one buffer
-/// of the whole limit at once: a single allocation of one size, which the
-/// allocator maps from the system and gives back when the body is dropped,
-/// instead of a trail of growing ones that stay in its pools.
+/// Bodies up to this size grow as they arrive, in a vector. A larger one
+/// moves into an anonymous mapping of the whole limit: only the pages it
+/// writes are resident, and they go back to the system when the body is
+/// dropped, instead of staying in the allocator's pools.
 const SMALL_BODY: usize = 64 * 1024;
 
 /// A request body, for handlers of routes that take one.
@@ -47,7 +48,8 @@ pub struct JsonInput(pub Input);
 /// How long a body may take and how much memory all bodies may hold.
 pub struct BodyLimits {
     timeout: Duration,
-    /// One permit per byte of buffer held by unfinished bodies.
+    /// One permit per byte of body buffers resident now; a body's permits
+    /// go when it is dropped.
     memory: Arc<Semaphore>,
 }
 
@@ -111,15 +113,15 @@ impl FromRequest for JsonInput {
 }
 
 /// Reads the whole body; buffers it only when it is JSON and within the
-/// limit, each buffer growth paid for from `memory` first (503 SERVER_BUSY
-/// when it cannot be).
+/// limit, each byte it makes resident paid for from `memory` first (503
+/// SERVER_BUSY when it cannot be). The payment goes with the body.
 async fn read(
     payload: &mut Payload,
     json: bool,
     memory: &Arc<Semaphore>,
 ) -> Result<Input, ApiError> {
     let mut body = Buffer::Small(Vec::new());
-    let mut held: Option<OwnedSemaphorePermit> = None;
+    let mut paid: Option<OwnedSemaphorePermit> = None;
     let mut seen = 0usize;
     while let Some(chunk) = payload.next().await {
         let chunk = match chunk {
@@ -130,7 +132,7 @@ async fn read(
         if seen > BODY_LIMIT {
             // Judged too large whatever follows: keep nothing of it.
             body = Buffer::Small(Vec::new());
-            held = None;
+            paid = None;
             if seen > BODY_LIMIT + DRAIN_LIMIT {
                 break;
             }
@@ -139,32 +141,51 @@ async fn read(
         if !json {
             continue;
         }
-        if let Some(grown) = body.growth_for(chunk.len()) {
-            let more = u32::try_from(grown - body.capacity()).unwrap_or(u32::MAX);
+        let owed = body
+            .resident_after(chunk.len())
+            .saturating_sub(paid.as_ref().map_or(0, |p| p.num_permits()));
+        if owed > 0 {
+            let more = u32::try_from(owed).unwrap_or(u32::MAX);
             let permit = memory
                 .clone()
                 .try_acquire_many_owned(more)
                 .map_err(|_| ApiError::ServerBusy)?;
-            match &mut held {
-                Some(held) => held.merge(permit),
-                None => held = Some(permit),
+            match &mut paid {
+                Some(paid) => paid.merge(permit),
+                None => paid = Some(permit),
             }
-            body.grow_to(grown)?;
         }
-        body.extend(&chunk);
+        body.append(&chunk)?;
     }
-    drop(held);
     Ok(if seen > BODY_LIMIT {
         Input::TooLarge
     } else if !json {
         Input::NotJson
     } else {
-        Input::Json(body.into_bytes())
+        Input::Json(Bytes::from_owner(Held { body, _paid: paid }))
     })
 }
 
-/// A body being read: a growing vector while small, then one buffer of the
-/// whole limit.
+/// A body and the memory paid for it, released together.
+struct Held {
+    body: Buffer,
+    _paid: Option<OwnedSemaphorePermit>,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        match &self.body {
+            Buffer::Small(bytes) => bytes,
+            Buffer::Large(large) => &large.map[..large.len],
+        }
+    }
+}
+
+/// Memory pages, for what a mapping holds resident.
+const PAGE: usize = 4096;
+
+/// A body being read: a growing vector while small, then one mapping of
+/// the whole limit.
 enum Buffer {
     Small(Vec<u8>),
     Large(LargeBody),
@@ -172,17 +193,11 @@ enum Buffer {
 
 /// A large body's buffer: an anonymous mapping of [`BODY_LIMIT`] bytes,
 /// whose pages go back to the system when it is dropped (an allocator
-/// would keep them in its pools), and of which only what was written is
+/// would keep them in its pools), and of which only the pages written are
 /// resident.
 struct LargeBody {
     map: memmap2::MmapMut,
     len: usize,
-}
-
-impl AsRef<[u8]> for LargeBody {
-    fn as_ref(&self) -> &[u8] {
-        &self.map[..self.len]
-    }
 }
 
 impl Buffer {
@@ -193,62 +208,104 @@ impl Buffer {
         }
     }
 
-    fn capacity(&self) -> usize {
+    /// The capacity a vector grows to before `needed` bytes fit.
+    fn small_capacity(&self, needed: usize) -> usize {
         match self {
-            Buffer::Small(bytes) => bytes.capacity(),
-            Buffer::Large(large) => large.map.len(),
+            Buffer::Small(bytes) if needed <= bytes.capacity() => bytes.capacity(),
+            Buffer::Small(bytes) => needed.max(bytes.capacity() * 2).min(SMALL_BODY),
+            Buffer::Large(_) => 0,
         }
     }
 
-    /// The capacity to grow to before `more` bytes fit, if they do not.
-    fn growth_for(&self, more: usize) -> Option<usize> {
+    /// The memory resident once `more` bytes are appended.
+    fn resident_after(&self, more: usize) -> usize {
         let needed = self.len() + more;
-        if needed <= self.capacity() {
-            None
-        } else if needed <= SMALL_BODY {
-            Some(needed.max(self.capacity() * 2).min(SMALL_BODY))
-        } else {
-            Some(BODY_LIMIT)
+        match self {
+            Buffer::Small(_) if needed <= SMALL_BODY => self.small_capacity(needed),
+            _ => needed.div_ceil(PAGE) * PAGE,
         }
     }
 
-    /// Grows to `capacity` bytes: a vector up to [`SMALL_BODY`], a mapping
-    /// of the whole limit past it.
-    fn grow_to(&mut self, capacity: usize) -> Result<(), ApiError> {
+    /// Appends `chunk` (within [`BODY_LIMIT`]): to the vector while it
+    /// stays small, else to the mapping, made when first needed.
+    fn append(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
+        let needed = self.len() + chunk.len();
+        let capacity = self.small_capacity(needed);
         match self {
-            Buffer::Small(bytes) if capacity <= SMALL_BODY => {
+            Buffer::Small(bytes) if needed <= SMALL_BODY => {
                 bytes.reserve_exact(capacity - bytes.len());
+                bytes.extend_from_slice(chunk);
             }
             Buffer::Small(bytes) => {
                 let mut map =
-                    memmap2::MmapMut::map_anon(capacity).map_err(|_| ApiError::ServerBusy)?;
+                    memmap2::MmapMut::map_anon(BODY_LIMIT).map_err(|_| ApiError::ServerBusy)?;
                 map[..bytes.len()].copy_from_slice(bytes);
-                *self = Buffer::Large(LargeBody {
-                    map,
-                    len: bytes.len(),
-                });
+                map[bytes.len()..needed].copy_from_slice(chunk);
+                *self = Buffer::Large(LargeBody { map, len: needed });
             }
-            Buffer::Large(_) => {}
+            Buffer::Large(large) => {
+                large.map[large.len..needed].copy_from_slice(chunk);
+                large.len = needed;
+            }
         }
         Ok(())
     }
+}
 
-    /// Appends `chunk`, which fits (see [`Buffer::growth_for`]).
-    fn extend(&mut self, chunk: &[u8]) {
-        match self {
-            Buffer::Small(bytes) => bytes.extend_from_slice(chunk),
-            Buffer::Large(large) => {
-                let end = large.len + chunk.len();
-                large.map[large.len..end].copy_from_slice(chunk);
-                large.len = end;
-            }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled(chunks: &[usize]) -> Buffer {
+        let mut body = Buffer::Small(Vec::new());
+        for (i, size) in chunks.iter().enumerate() {
+            let chunk = vec![i as u8; *size];
+            assert!(body.append(&chunk).is_ok());
         }
+        body
     }
 
-    fn into_bytes(self) -> Bytes {
-        match self {
-            Buffer::Small(bytes) => Bytes::from(bytes),
-            Buffer::Large(large) => Bytes::from_owner(large),
-        }
+    #[test]
+    fn small_bodies_grow_in_a_vector_large_ones_in_pages_of_a_mapping() {
+        let body = filled(&[100]);
+        assert_eq!(body.resident_after(0), 100);
+        assert_eq!(body.resident_after(50), 200, "doubles");
+        assert_eq!(body.resident_after(SMALL_BODY - 100), SMALL_BODY);
+        assert_eq!(
+            body.resident_after(SMALL_BODY),
+            (SMALL_BODY + 100).div_ceil(PAGE) * PAGE
+        );
+        let large = filled(&[40_000, 40_000, 1]);
+        assert!(matches!(large, Buffer::Large(_)));
+        assert_eq!(large.len(), 80_001);
+        assert_eq!(large.resident_after(0), 81_920, "20 pages");
+        let held = Held {
+            body: large,
+            _paid: None,
+        };
+        let bytes = held.as_ref();
+        assert_eq!((bytes[0], bytes[40_000], bytes[80_000]), (0, 1, 2));
+    }
+
+    #[test]
+    fn a_body_keeps_its_memory_paid_until_dropped() {
+        let memory = Arc::new(Semaphore::new(BODY_LIMIT));
+        let Ok(permit) = memory.clone().try_acquire_many_owned(1000) else {
+            panic!("permits");
+        };
+        let body = Bytes::from_owner(Held {
+            body: filled(&[1000]),
+            _paid: Some(permit),
+        });
+        assert_eq!(memory.available_permits(), BODY_LIMIT - 1000);
+        let copy = body.clone();
+        drop(body);
+        assert_eq!(
+            memory.available_permits(),
+            BODY_LIMIT - 1000,
+            "a clone keeps it"
+        );
+        drop(copy);
+        assert_eq!(memory.available_permits(), BODY_LIMIT);
     }
 }

@@ -22,11 +22,6 @@ use crate::http::AppContext;
 use crate::ids::{OrgId, UserId};
 use crate::secrets::{constant_time_eq, sha256};
 
-/// The token of an `Authorization: Bearer <token>` header.
-fn bearer(req: &HttpRequest) -> Result<&str, ApiError> {
-    bearer_token(req.headers())
-}
-
 fn context(req: &HttpRequest) -> Result<&web::Data<AppContext>, ApiError> {
     req.app_data::<web::Data<AppContext>>()
         .ok_or_else(|| ApiError::internal(std::io::Error::other("application context missing")))
@@ -48,7 +43,7 @@ pub struct UserAuth {
 
 impl UserAuth {
     fn resolve(req: &HttpRequest) -> Result<Self, ApiError> {
-        let token = bearer(req)?;
+        let token = bearer_token(req.headers())?;
         let user =
             context(req)?
                 .accounts
@@ -72,7 +67,7 @@ fn shared(req: &HttpRequest) -> Result<Option<(web::Data<AppContext>, String)>, 
     if !ctx.store.shared() {
         return Ok(None);
     }
-    Ok(Some((ctx.clone(), bearer(req)?.to_owned())))
+    Ok(Some((ctx.clone(), bearer_token(req.headers())?.to_owned())))
 }
 
 /// Checks `token` (and `org`'s revision) against the shared store in one
@@ -132,7 +127,7 @@ fn require_token(
     expected: &[u8; 32],
     missing: &'static str,
 ) -> Result<(), ApiError> {
-    if constant_time_eq(&sha256(bearer(req)?.as_bytes()), expected) {
+    if constant_time_eq(&sha256(bearer_token(req.headers())?.as_bytes()), expected) {
         Ok(())
     } else {
         Err(ApiError::Unauthenticated(missing))

@@ -70,12 +70,11 @@ pub async fn recover(
 ) -> Result<(Vec<Job>, Running), ApiError> {
     let running = lock_of(org).lock_owned().await;
     let records = records_since(store, org, window.since, retention).await?;
-    let queued = queued_envelopes(store, org).await?;
-    let jobs = select(&records, &queued, window)
-        .into_iter()
-        .map(Job::redelivery)
-        .collect();
-    Ok((jobs, running))
+    let mut chosen = select(&records, window);
+    if !chosen.is_empty() {
+        leave_out_queued(store, org, &mut chosen).await?;
+    }
+    Ok((chosen.into_iter().map(Job::redelivery).collect(), running))
 }
 
 /// Every log record of `org` made since `since`, newest first.
@@ -129,36 +128,46 @@ fn made_at(id: LogId) -> Timestamp {
     Timestamp(id.unix_ms())
 }
 
-/// The envelopes of `org`'s unfinished deliveries.
-async fn queued_envelopes(store: &Store, org: OrgId) -> Result<HashSet<Vec<u8>>, ApiError> {
-    let mut envelopes = HashSet::new();
+/// Leaves out of `chosen` the events queued now: `org`'s unfinished
+/// deliveries are read a page at a time and compared with the chosen
+/// envelopes (memory bounded by those, not by the backlog), until none is
+/// left to find.
+async fn leave_out_queued(
+    store: &Store,
+    org: OrgId,
+    chosen: &mut Vec<&LogRecord>,
+) -> Result<(), ApiError> {
+    let mut wanted: HashSet<&[u8]> = chosen.iter().map(|r| r.envelope.as_slice()).collect();
+    let mut queued = HashSet::new();
     let mut after = None;
     loop {
         let jobs = store.outbox_after(org, after, PAGE).await?;
         let done = jobs.len() < PAGE;
         after = jobs.last().map(|job| job.delivery_id);
-        envelopes.extend(jobs.into_iter().map(|job| job.body));
-        if done {
-            return Ok(envelopes);
+        for job in &jobs {
+            if let Some(envelope) = wanted.take(job.body.as_slice()) {
+                queued.insert(envelope);
+            }
+        }
+        if done || wanted.is_empty() {
+            break;
         }
     }
+    chosen.retain(|record| !queued.contains(record.envelope.as_slice()));
+    Ok(())
 }
 
 /// Of `records` (one organization's, since the window began), the last
-/// failed attempt of each event that failed in `window`, has not succeeded
-/// since and is not `queued`; oldest first. Skipped records and webhook
-/// tests are never recovered.
-pub fn select<'a>(
-    records: &'a [LogRecord],
-    queued: &HashSet<Vec<u8>>,
-    window: Window,
-) -> Vec<&'a LogRecord> {
+/// failed attempt of each event that failed in `window` and has not
+/// succeeded since; oldest first. Skipped records and webhook tests are
+/// never recovered.
+pub fn select(records: &[LogRecord], window: Window) -> Vec<&LogRecord> {
     #[derive(Default)]
     struct Event<'a> {
         failed: Option<&'a LogRecord>,
         succeeded_at: Option<Timestamp>,
     }
-    let mut events: HashMap<&[u8], Event<'a>> = HashMap::new();
+    let mut events: HashMap<&[u8], Event<'_>> = HashMap::new();
     for record in records {
         if record.event == EventKind::TestPreflight.id() {
             continue;
@@ -180,9 +189,8 @@ pub fn select<'a>(
         }
     }
     let mut chosen: Vec<&LogRecord> = events
-        .into_iter()
-        .filter(|(envelope, _)| !queued.contains(*envelope))
-        .filter_map(|(_, event)| {
+        .into_values()
+        .filter_map(|event| {
             let failed = event.failed?;
             let delivered_since = event
                 .succeeded_at
@@ -245,13 +253,13 @@ mod tests {
             attempt("late", 1, 500, 100),
             attempt("early", 1, 500, 5),
         ];
-        let chosen = select(&records, &HashSet::new(), window(10, 50));
+        let chosen = select(&records, window(10, 50));
         assert_eq!(envelopes(&chosen), ["a", "b"]);
         assert_eq!(chosen[1].attempted_at, Timestamp(30), "b's last attempt");
     }
 
     #[test]
-    fn delivered_since_queued_skipped_and_tests_are_left_out() {
+    fn delivered_since_skipped_and_tests_are_left_out() {
         let mut skipped = attempt("skipped", 1, 500, 20);
         skipped.outcome = Outcome::Skipped;
         let mut test = attempt("test", 1, 500, 20);
@@ -259,14 +267,12 @@ mod tests {
         let records = vec![
             attempt("redelivered", 1, 200, 60),
             attempt("redelivered", 2, 500, 20),
-            attempt("queued", 1, 500, 20),
             attempt("failed again", 1, 500, 40),
             attempt("failed again", 1, 200, 30),
             skipped,
             test,
         ];
-        let queued = HashSet::from([b"queued".to_vec()]);
-        let chosen = select(&records, &queued, window(10, 50));
+        let chosen = select(&records, window(10, 50));
         assert_eq!(envelopes(&chosen), ["failed again"]);
     }
 

@@ -128,7 +128,15 @@ pub async fn allowed_addresses(
             host: host.to_owned(),
             source,
         })?;
+    let resolved: Vec<SocketAddr> = resolved.collect();
+    if resolved.is_empty() {
+        return Err(Unresolvable::Lookup {
+            host: host.to_owned(),
+            source: std::io::Error::other("no address"),
+        });
+    }
     let allowed: Vec<SocketAddr> = resolved
+        .into_iter()
         .filter(|addr| allow_private_networks || is_public(addr.ip()))
         .collect();
     if allowed.is_empty() {

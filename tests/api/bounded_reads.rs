@@ -10,6 +10,8 @@ use actix_web::http::Method;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
+use rolecall::ids::DeliveryId;
+
 use crate::engines::Engine;
 use crate::helpers::{spawn_app_with, Org, Reply, TestApp, WEBHOOK_TEST_CONFIG};
 use crate::receiver::TestReceiver;
@@ -127,6 +129,7 @@ on_both_engines! {
 async fn lookups_and_filters_read_one_page_of_a_long_log() {
     let app = server().await;
     let receiver = TestReceiver::start().await;
+    let started_ms = rolecall::time::Timestamp::now().0;
     let org = org_with_long_log(&app, &receiver).await;
     let keyless_role = app.role(&org, "Nothing", &[]).await;
     let (_, keyless) = app.member(&org, &keyless_role).await;
@@ -147,6 +150,13 @@ async fn lookups_and_filters_read_one_page_of_a_long_log() {
     let (reply, took) = quickest(&app, &redeliver(&unknown.to_string()), &org.owner_token).await;
     reply.problem(404, "NOT_FOUND");
     assert!(took < Duration::from_millis(10), "404 took {took:?} at best");
+
+    // An id from before the whole log: its records would follow its
+    // instant, and a lookup reads at most 1,000 of the records there.
+    let ancient = DeliveryId::first_at(started_ms - 1).to_string();
+    let (reply, took) = quickest(&app, &redeliver(&ancient), &org.owner_token).await;
+    reply.problem(404, "NOT_FOUND");
+    assert!(took < Duration::from_millis(200), "404 took {took:?} at best");
 
     // Filters examine at most 1,000 records a page. The log holds the
     // preflight's record (the oldest, the one success), the memories' and
@@ -212,7 +222,19 @@ async fn the_audit_filter_reads_one_page_at_most() {
         Engine::Postgres(_) => assert_eq!(pages.len(), 1),
     }
     // A filter that records pass fills its page, and the cursor goes on.
-    full_page(&app, &org, "/audit-log?limit=200&action=role.created").await;
+    let first = full_page(&app, &org, "/audit-log?limit=200&action=role.created").await;
+    let cursor = first["next_cursor"].as_str().expect("a cursor");
+    let next = app
+        .get(
+            &org.path(&format!("/audit-log?limit=200&action=role.created&cursor={cursor}")),
+            &org.owner_token,
+        )
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(next["items"].as_array().map(Vec::len), Some(200));
+    assert!(next["items"][0]["id"] != first["items"][199]["id"]);
+    assert!(next["items"].as_array().into_iter().flatten().all(|r| r["action"] == json!("role.created")));
 }
 }
 
@@ -242,5 +264,60 @@ async fn one_organizations_recovery_does_not_wait_for_anothers() {
         short_done.1 < long_done.1,
         "the short log's recovery waited for the long one's"
     );
+}
+}
+
+on_both_engines! {
+/// A delivery whose attempt comes after more than 1,000 other records of
+/// its organization is still found by its id: its record gets an entry by
+/// delivery id (on sled; PostgreSQL has its index), because a lookup reads
+/// at most 1,000 records from the instant the delivery was queued.
+async fn a_delivery_attempted_after_a_thousand_other_records_is_found() {
+    let mut config = WEBHOOK_TEST_CONFIG.to_vec();
+    config.extend([
+        ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "20000"),
+        ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "1"),
+    ]);
+    let app = spawn_app_with(&config).await;
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"]).await;
+    // The first task's attempt hangs while the second waits its turn.
+    receiver.script(vec![crate::receiver::Behavior::slow(Duration::from_secs(6))]);
+    let tasks = org.path("/tasks");
+    app.post(&tasks, &org.owner_token, json!({"title": "first"}))
+        .await
+        .expect(201);
+    let second = app
+        .post(&tasks, &org.owner_token, json!({"title": "second"}))
+        .await
+        .expect(201)
+        .json();
+    // Meanwhile 1,100 records of unsubscribed events.
+    create_all(&app, &org, "/memories", 1_100, |i| json!({"content": format!("m{i}")})).await;
+    let sent = receiver.wait_for(3, Duration::from_secs(30)).await;
+    assert_eq!(sent[2].json()["data"]["id"], second["id"], "the second task, last");
+    let delivery = sent[2].header("x-service-delivery");
+    crate::helpers::eventually(Duration::from_secs(10), "the second task's record", || async {
+        let page = app
+            .get(&org.path("/webhook/deliveries?limit=5&outcome=succeeded"), &org.owner_token)
+            .await
+            .expect(200)
+            .json();
+        let ids: Vec<Value> = page["items"].as_array()?.iter().map(|r| r["delivery_id"].clone()).collect();
+        ids.contains(&json!(delivery)).then_some(())
+    })
+    .await;
+
+    app.call(
+        Method::POST,
+        &org.path(&format!("/webhook/deliveries/{delivery}/redeliver")),
+        Some(&org.owner_token),
+        None,
+    )
+    .await
+    .expect(202);
+    let sent = receiver.wait_for(4, Duration::from_secs(10)).await;
+    assert_eq!(sent[3].body, sent[2].body, "the second task's envelope, again");
 }
 }

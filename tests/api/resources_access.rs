@@ -581,8 +581,12 @@ async fn permission_matrix_from_the_route_table() {
     }
 }
 
+/// An impossible move is 409 for a caller holding the key of a move to its
+/// target (any move key for DRAFT, which no move reaches); a caller without
+/// it gets 403 before the decision is read (CONTRACT §11), learning nothing
+/// of its status.
 #[actix_web::test]
-async fn an_impossible_decision_move_is_409_whatever_keys_the_caller_holds() {
+async fn an_impossible_decision_move_is_409_for_a_caller_holding_the_moves_key() {
     let app = spawn_app().await;
     let cast = cast(&app).await;
     let org = &cast.org;
@@ -599,7 +603,23 @@ async fn an_impossible_decision_move_is_409_whatever_keys_the_caller_holds() {
             }
             let id = &ids[from];
             let path = org.path(&format!("/decisions/{id}/status"));
-            for (who, token) in [("no keys", &cast.empty), ("all keys", &cast.full)] {
+            let target_key = DECISION_MOVES
+                .iter()
+                .find(|(_, t, _)| t == to)
+                .map_or("org:decisions:update", |(_, _, key)| key.key());
+            let refused = app
+                .call(
+                    Method::POST,
+                    &path,
+                    Some(&cast.empty),
+                    Some(json!({"status": to})),
+                )
+                .await;
+            assert_forbidden(&refused, target_key, &format!("{from} → {to} without keys"));
+            for (who, token) in [
+                ("the move's key", cast.without("org:decisions:read")),
+                ("all keys", cast.full.as_str()),
+            ] {
                 let reply = app
                     .call(
                         Method::POST,
@@ -705,15 +725,28 @@ async fn check_order_on_every_route_401_404_403_404_400() {
 
         // An unknown resource: the route's key is checked before the store
         // is read (CONTRACT §11), so a member lacking it gets 403 whether
-        // or not the id exists; one holding it gets 404, before 400.
+        // or not the id exists; one holding it gets 404, before 400. The
+        // status route reads its body first (the move's key depends on it):
+        // its bad body is 400 for all, and with a good one the same holds.
         if id.is_some() {
             let missing = rolecall::ids::new_v7().to_string();
             let gone = concrete(route, &org.id, Some(&missing));
+            let status_route = route.requires.is_empty();
+            let good_move = json!({"status": "PENDING"});
             for token in [cast.without(key), cast.empty.as_str(), cast.full.as_str()] {
-                let reply = app
-                    .call(method(route), &gone, Some(token), bad_body.clone())
-                    .await;
-                let lacks_key = token != cast.full && !route.requires.is_empty();
+                if status_route {
+                    let reply = app
+                        .call(method(route), &gone, Some(token), bad_body.clone())
+                        .await;
+                    problem(&reply, 400, "VALIDATION_FAILED", &what);
+                }
+                let body = if status_route {
+                    Some(good_move.clone())
+                } else {
+                    bad_body.clone()
+                };
+                let reply = app.call(method(route), &gone, Some(token), body).await;
+                let lacks_key = token != cast.full;
                 let expected = if lacks_key { 403 } else { 404 };
                 assert_eq!(
                     reply.status,

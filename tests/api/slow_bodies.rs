@@ -237,8 +237,10 @@ async fn bodies_past_the_memory_budget_are_refused_at_once() {
         (1..=BUDGET_MB as usize).contains(&timed_out),
         "{timed_out} bodies were held"
     );
+    // Unbounded, the 24 bodies would hold 24 MiB; the budget's 4 and the
+    // HTTP layer's buffers of the refused connections make about 10.
     assert!(
-        memory.peak_growth_mib() < (BUDGET_MB + 16) as f64,
+        memory.peak_growth_mib() < (BUDGET_MB + 10) as f64,
         "RSS grew by {:.1} MiB for {CONNECTIONS} unfinished bodies (budget {BUDGET_MB} MiB)",
         memory.peak_growth_mib()
     );

@@ -195,6 +195,23 @@ pub fn move_permission(from: DecisionStatus, to: DecisionStatus) -> Result<Permi
         })
 }
 
+/// The key a move to `to` needs, whatever it moves from (a move's key
+/// depends only on where it goes), so that it can be checked before the
+/// decision is read (CONTRACT §11). No move reaches DRAFT: a caller holding
+/// none of the move keys gets 403 for it too, rather than learn from a 409
+/// or a 404 which decisions exist.
+pub fn move_target_permission(
+    held: crate::domain::permissions::PermissionSet,
+    to: DecisionStatus,
+) -> Result<(), ApiError> {
+    let keys = DECISION_MOVES.iter().map(|(_, _, key)| *key);
+    match DECISION_MOVES.iter().find(|(_, t, _)| *t == to.name()) {
+        Some((_, _, key)) => crate::domain::access::require(held, *key),
+        None if keys.clone().any(|key| held.contains(key)) => Ok(()),
+        None => Err(ApiError::Forbidden(Permission::DecisionsUpdate)),
+    }
+}
+
 /// Decision status moves and the key each needs (CONTRACT §7); any other
 /// move is 409 INVALID_TRANSITION.
 pub const DECISION_MOVES: &[(&str, &str, Permission)] = &[

@@ -6,7 +6,7 @@ use utoipa_actix_web::service_config::ServiceConfig;
 use crate::domain::error::ApiError;
 use crate::domain::event::EventKind;
 use crate::domain::resources::decisions::{
-    move_permission, ChangeStatus, CreateDecision, Decision, UpdateDecision,
+    move_permission, move_target_permission, ChangeStatus, CreateDecision, Decision, UpdateDecision,
 };
 use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
@@ -131,13 +131,12 @@ async fn change_status(
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
 ) -> Result<HttpResponse, ApiError> {
+    // The key depends on the move, which the body names; it is checked
+    // before the decision is read (CONTRACT §11).
+    let target = input.parse::<ChangeStatus>()?.status;
+    move_target_permission(access.permissions, target)?;
     let current = locate::<Decision>(&ctx, &access, &path.1, DECISIONS_STATUS).await?;
     let (workspace, id) = (access.workspace(&ctx), current.id);
-    let target = input.parse::<ChangeStatus>()?.status;
-    // The key depends on the move; an impossible move is a 409 whatever the caller holds.
-    if let Ok(key) = move_permission(current.status, target) {
-        access.require(key)?;
-    }
     let moved = workspace
         .update(id, |mut decision: Decision| {
             let key = move_permission(decision.status, target)?;

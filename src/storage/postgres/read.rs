@@ -262,24 +262,28 @@ impl PgStore {
         limit: usize,
         parent: Option<ResourceId>,
     ) -> Result<Page<T>, StoreError> {
-        let (before, parent) = (before.map(|b| b.0), parent.map(|p| p.0));
-        let rows = self
-            .database
-            .query(
-                "a read",
-                "SELECT data::text AS data FROM resources \
+        let before = before.map(|b| b.0);
+        let (kind, limit_rows) = (T::KIND.name(), limit_plus_one(limit));
+        // A statement of its own with the parent, which the index by parent
+        // serves: a prepared `($4 IS NULL OR parent_id = $4)` may be planned
+        // once for both, without it.
+        let rows = match parent {
+            None => {
+                let sql = "SELECT data::text AS data FROM resources \
                      WHERE organization_id = $1 AND kind = $2 \
-                     AND ($3::uuid IS NULL OR id < $3) AND ($4::uuid IS NULL OR parent_id = $4) \
-                     ORDER BY id DESC LIMIT $5",
-                &[
-                    &org.0,
-                    &T::KIND.name(),
-                    &before,
-                    &parent,
-                    &limit_plus_one(limit),
-                ],
-            )
-            .await?;
+                     AND ($3::uuid IS NULL OR id < $3) ORDER BY id DESC LIMIT $4";
+                let params: [&(dyn ToSql + Sync); 4] = [&org.0, &kind, &before, &limit_rows];
+                self.database.query("a read", sql, &params).await?
+            }
+            Some(parent) => {
+                let sql = "SELECT data::text AS data FROM resources \
+                     WHERE organization_id = $1 AND kind = $2 AND parent_id = $3 \
+                     AND ($4::uuid IS NULL OR id < $4) ORDER BY id DESC LIMIT $5";
+                let params: [&(dyn ToSql + Sync); 5] =
+                    [&org.0, &kind, &parent.0, &before, &limit_rows];
+                self.database.query("a read", sql, &params).await?
+            }
+        };
         page(rows, limit, rows::resource)
     }
 
@@ -317,20 +321,29 @@ impl PgStore {
         action: Option<&str>,
     ) -> Result<Page<AuditRecord>, StoreError> {
         let before = before.map(|b| b.0);
-        let sql = format!(
-            "SELECT {} FROM audit_log WHERE organization_id = $1 \
-             AND ($2::uuid IS NULL OR id < $2) AND ($3::text IS NULL OR action = $3) \
-             ORDER BY id DESC LIMIT $4",
-            rows::AUDIT
-        );
-        let rows = self
-            .database
-            .query(
-                "a read",
-                &sql,
-                &[&org.0, &before, &action, &limit_plus_one(limit)],
-            )
-            .await?;
+        let limit_rows = limit_plus_one(limit);
+        // With the action, a statement of its own, which the index by action
+        // serves (see `resource_page`).
+        let rows = match action {
+            None => {
+                let sql = format!(
+                    "SELECT {} FROM audit_log WHERE organization_id = $1 \
+                     AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3",
+                    rows::AUDIT
+                );
+                let params: [&(dyn ToSql + Sync); 3] = [&org.0, &before, &limit_rows];
+                self.database.query("a read", &sql, &params).await?
+            }
+            Some(action) => {
+                let sql = format!(
+                    "SELECT {} FROM audit_log WHERE organization_id = $1 AND action = $2 \
+                     AND ($3::uuid IS NULL OR id < $3) ORDER BY id DESC LIMIT $4",
+                    rows::AUDIT
+                );
+                let params: [&(dyn ToSql + Sync); 4] = [&org.0, &action, &before, &limit_rows];
+                self.database.query("a read", &sql, &params).await?
+            }
+        };
         page(rows, limit, rows::audit)
     }
 
@@ -357,15 +370,17 @@ impl PgStore {
             let rows = self.database.query("a read", &sql, &params).await?;
             return page(rows, limit, rows::log);
         }
-        // The ids examined (newest first, at most `bound`), then the records
-        // among them that pass, in one statement; a page with no record
-        // still answers one row, for where the examination ended.
+        // The ids examined (newest first, at most `bound`, and one more to
+        // tell whether others follow), then the records among them that
+        // pass, in one statement; a page with no record still answers one
+        // row, for where the examination ended.
         let bound = SCAN_LIMIT.max(limit + 1);
         let sql = format!(
             "WITH ids AS (SELECT id FROM delivery_log WHERE organization_id = $1 \
-                AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3), \
-             scanned AS (SELECT (SELECT id FROM ids ORDER BY id LIMIT 1) AS last_id, \
-                (SELECT count(*) FROM ids) AS examined) \
+                AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3::int8 + 1), \
+             scanned AS (SELECT (SELECT count(*) FROM ids) AS examined, \
+                (SELECT id FROM ids ORDER BY id DESC \
+                  OFFSET greatest(least((SELECT count(*) FROM ids), $3::int8), 1) - 1 LIMIT 1) AS last_id) \
              SELECT page.*, scanned.last_id, scanned.examined FROM scanned \
              LEFT JOIN LATERAL \
                (SELECT {} FROM delivery_log WHERE organization_id = $1 AND id >= scanned.last_id \
@@ -400,7 +415,9 @@ impl PgStore {
             }
         }
         let mut found = page(matched, limit, rows::log)?;
-        if !found.more && examined.0 == bound_param {
+        // One more than the bound was looked at: records remain past the
+        // last one examined.
+        if !found.more && examined.0 > bound_param {
             found.scanned_to = examined.1.map(|id| *id.as_bytes());
         }
         Ok(found)

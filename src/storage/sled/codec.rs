@@ -34,31 +34,28 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, StoreError> {
 
 /// Decodes a stored value, refusing unknown versions and trailing bytes.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
-    match bytes.split_first() {
-        Some((&VERSION, body)) => {
-            let (value, used) =
-                bincode::serde::decode_from_slice(body, bincode::config::standard())
-                    .map_err(StoreError::codec)?;
-            if used != body.len() {
-                return Err(StoreError::codec(Malformed::Trailing));
-            }
-            Ok(value)
-        }
-        Some((version, _)) => Err(StoreError::codec(Malformed::Version(*version))),
-        None => Err(StoreError::codec(Malformed::Empty)),
+    let body = versioned(bytes)?;
+    let (value, used) = bincode::serde::decode_from_slice(body, bincode::config::standard())
+        .map_err(StoreError::codec)?;
+    if used != body.len() {
+        return Err(StoreError::codec(Malformed::Trailing));
     }
+    Ok(value)
 }
 
 /// Decodes only the leading fields of a stored value, as `T` (a tuple or
 /// struct of those fields, in order): what a filter looks at, without
 /// decoding the rest (a log record's envelope, say).
 pub fn decode_head<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    bincode::serde::decode_from_slice(versioned(bytes)?, bincode::config::standard())
+        .map(|(value, _)| value)
+        .map_err(StoreError::codec)
+}
+
+/// The encoded value after its version byte, if this build reads it.
+fn versioned(bytes: &[u8]) -> Result<&[u8], StoreError> {
     match bytes.split_first() {
-        Some((&VERSION, body)) => {
-            bincode::serde::decode_from_slice(body, bincode::config::standard())
-                .map(|(value, _)| value)
-                .map_err(StoreError::codec)
-        }
+        Some((&VERSION, body)) => Ok(body),
         Some((version, _)) => Err(StoreError::codec(Malformed::Version(*version))),
         None => Err(StoreError::codec(Malformed::Empty)),
     }

@@ -489,27 +489,26 @@ impl LogTrees {
     }
 
     /// Deletes the `count` oldest records of `org` and their entries by
-    /// delivery, in one transaction; returns how many it deleted.
+    /// delivery, in one transaction; returns how many it deleted. Reads
+    /// keys only: an entry's last 16 bytes are its record's id, and few
+    /// records have one (see `late`).
     fn remove_oldest(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
         let (mut records, mut entries) = (::sled::Batch::default(), ::sled::Batch::default());
         let mut removed = 0;
-        for record in self.records.scan_prefix(org.as_bytes()).take(count) {
-            let (key, value) = record.map_err(StoreError::engine)?;
-            // Few records have an entry (see `late`). A record that does not
-            // decode goes all the same; an entry of it left behind finds
-            // nothing, which lookups expect.
-            if let Ok((id, _, delivery)) = decode_head::<(LogId, OrgId, DeliveryId)>(&value) {
-                let entry = keys::delivery_id_entry(org, delivery, id);
-                if self
-                    .by_delivery
-                    .contains_key(entry)
-                    .map_err(StoreError::engine)?
-                {
-                    entries.remove(entry.to_vec());
+        let mut newest_removed = None;
+        for key in self.records.scan_prefix(org.as_bytes()).keys().take(count) {
+            let key = key.map_err(StoreError::engine)?;
+            records.remove(key.clone());
+            newest_removed = Some(key);
+            removed += 1;
+        }
+        if let Some(newest) = newest_removed.as_ref().and_then(|k| k.get(16..32)) {
+            for key in self.by_delivery.scan_prefix(org.as_bytes()).keys() {
+                let key = key.map_err(StoreError::engine)?;
+                if key.get(32..).is_some_and(|id| id <= newest) {
+                    entries.remove(key);
                 }
             }
-            records.remove(key);
-            removed += 1;
         }
         if removed > 0 {
             (&self.records, &self.by_delivery)
@@ -573,7 +572,7 @@ fn migrate_outbox(engine: &Engine) -> Result<(), StoreError> {
     let moved = rows_into(&old, engine.tree(TreeName::Outbox), |value| {
         let job: crate::domain::delivery::Job = decode(value)?;
         let key = keys::job(job.organization_id, job.delivery_id).to_vec();
-        Ok((key, codec::encode(&job)?))
+        Ok(Some((key, codec::encode(&job)?)))
     })?;
     engine.db.flush().map_err(StoreError::engine)?;
     if moved > 0 {
@@ -591,11 +590,17 @@ fn migrate_outbox(engine: &Engine) -> Result<(), StoreError> {
 fn index_deliveries(engine: &Engine) -> Result<(), StoreError> {
     let log = engine.tree(TreeName::DeliveryLog);
     let indexed = rows_into(log, engine.tree(TreeName::DeliveryIds), |value| {
-        let (id, org, delivery): (LogId, OrgId, DeliveryId) = decode_head(value)?;
-        Ok((
+        // A record that does not decode is kept, unread, as pruning would.
+        let Ok((id, org, delivery)) = decode_head::<(LogId, OrgId, DeliveryId)>(value) else {
+            tracing::warn!(
+                "a delivery-log record does not decode; it gets no entry by delivery id"
+            );
+            return Ok(None);
+        };
+        Ok(Some((
             keys::delivery_id_entry(org, delivery, id).to_vec(),
             Vec::new(),
-        ))
+        )))
     })?;
     engine.db.flush().map_err(StoreError::engine)?;
     if indexed > 0 {
@@ -607,17 +612,19 @@ fn index_deliveries(engine: &Engine) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Writes the row `row` makes of each value of `from` into `into`, 10,000
-/// at a time (a migration); returns how many it wrote.
+/// Writes the row `row` makes of each value of `from` (if any) into
+/// `into`, 10,000 at a time (a migration); returns how many it wrote.
 fn rows_into(
     from: &::sled::Tree,
     into: &::sled::Tree,
-    row: impl Fn(&[u8]) -> Result<(Vec<u8>, Vec<u8>), StoreError>,
+    row: impl Fn(&[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, StoreError>,
 ) -> Result<usize, StoreError> {
     let mut batch = ::sled::Batch::default();
     let mut written = 0usize;
     for value in from.iter().values() {
-        let (key, value) = row(&value.map_err(StoreError::engine)?)?;
+        let Some((key, value)) = row(&value.map_err(StoreError::engine)?)? else {
+            continue;
+        };
         batch.insert(key, value);
         written += 1;
         if written % 10_000 == 0 {

@@ -191,6 +191,9 @@ impl Engine {
             before.as_ref().map(|k| k.as_slice()),
             limit,
             |bytes| {
+                if filter.event.is_none() && filter.outcome.is_none() {
+                    return decode(bytes).map(Some);
+                }
                 let (_, _, _, event, _, outcome): LogHead = decode_head(bytes)?;
                 let admitted = filter.event.is_none_or(|e| event == e)
                     && filter.outcome.is_none_or(|o| outcome == o);
