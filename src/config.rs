@@ -133,8 +133,11 @@ pub struct StorageConfig {
     /// The PostgreSQL database, with `backend = "postgres"`.
     #[serde(deserialize_with = "secret")]
     pub postgres_url: Secret,
-    /// Connections to it per node.
+    /// Connections to it per node, for requests.
     pub postgres_pool: usize,
+    /// Connections to it per node for background work (delivery results,
+    /// log upkeep, leases, the dispatcher's reads, sweeps, metrics).
+    pub postgres_background_pool: usize,
     /// Longest wait to connect to it, in milliseconds.
     pub postgres_connect_timeout_ms: u64,
     /// Longest a statement may run, in milliseconds.
@@ -193,33 +196,6 @@ impl StorageConfig {
             }
         };
         Ok(Some(crate::secrets::SealingKey::parse(&text)?))
-    }
-
-    /// How to reach PostgreSQL; an error when the URL is missing.
-    pub fn postgres(&self) -> Result<crate::storage::postgres::Settings, String> {
-        let url = self.postgres_url.expose();
-        if url.trim().is_empty() {
-            return Err(
-                "storage.backend is \"postgres\" and storage.postgres_url is empty: set it \
-                 (ROLECALL_STORAGE__POSTGRES_URL), e.g. postgres://rolecall@db.internal/rolecall"
-                    .into(),
-            );
-        }
-        Ok(crate::storage::postgres::Settings {
-            url: url.to_owned(),
-            pool: self.postgres_pool.max(1),
-            connect_timeout: Duration::from_millis(self.postgres_connect_timeout_ms.max(1)),
-            statement_timeout: Duration::from_millis(self.postgres_statement_timeout_ms.max(1)),
-        })
-    }
-
-    /// The database's performance settings.
-    pub fn tuning(&self) -> crate::storage::Tuning {
-        crate::storage::Tuning {
-            cache_mb: self.cache_mb,
-            commit_window: Duration::from_micros(self.group_commit_window_us),
-            min_free_mb: self.min_free_mb,
-        }
     }
 }
 

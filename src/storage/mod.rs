@@ -337,10 +337,10 @@ impl Store {
     ) -> Result<Self, StoreError> {
         match config.backend {
             crate::config::Backend::Sled => {
-                Store::open_sled(&config.data_dir, config.tuning(), key)
+                Store::open_sled(&config.data_dir, Tuning::of(config), key)
             }
             crate::config::Backend::Postgres => {
-                let settings = config.postgres().map_err(StoreError::Config)?;
+                let settings = postgres::Settings::of(config).map_err(StoreError::Config)?;
                 PgStore::open(&settings, key).await.map(Store::Postgres)
             }
         }

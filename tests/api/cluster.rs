@@ -148,8 +148,8 @@ async fn three_nodes(databases: &crate::engines::Databases, start: Start) {
     });
     assert_eq!(
         (versions, hashes),
-        (4, 1),
-        "one row per schema version (4), one admin token"
+        (5, 1),
+        "one row per schema version (5), one admin token"
     );
 }
 

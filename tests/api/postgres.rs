@@ -44,13 +44,13 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
     assert!(first.status.success(), "{first:?}");
     assert_eq!(
         String::from_utf8_lossy(&first.stdout).trim(),
-        "migrated the schema from version 0 to 4"
+        "migrated the schema from version 0 to 5"
     );
     let again = migrate(&url);
     assert!(again.status.success(), "{again:?}");
     assert_eq!(
         String::from_utf8_lossy(&again.stdout).trim(),
-        "the schema is at version 4: nothing to do"
+        "the schema is at version 5: nothing to do"
     );
 
     // A later release migrated it: this one refuses, naming both versions.
@@ -62,7 +62,7 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("schema is at version 7") && stderr.contains("versions up to 4"),
+        stderr.contains("schema is at version 7") && stderr.contains("versions up to 5"),
         "{stderr}"
     );
     let serve = refused_start(
@@ -73,7 +73,7 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
         ],
     );
     assert!(
-        serve.contains("schema is at version 7") && serve.contains("versions up to 4"),
+        serve.contains("schema is at version 7") && serve.contains("versions up to 5"),
         "{serve}"
     );
 }

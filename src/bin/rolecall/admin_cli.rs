@@ -117,7 +117,7 @@ fn rekey(args: &RekeyArgs, data_dir: Option<&Path>) -> Result<String, String> {
         Config::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
     let (rekeyed, place) = match config.storage.backend {
         Backend::Postgres => {
-            let settings = config.storage.postgres()?;
+            let settings = rolecall::storage::postgres::Settings::of(&config.storage)?;
             let rekeyed = actix_web::rt::System::new().block_on(PgStore::rekey(
                 &settings,
                 from.as_ref(),

@@ -57,7 +57,7 @@ fn main() -> ExitCode {
 fn migrate(config_path: Option<&std::path::Path>) -> ExitCode {
     let settings = Config::load(config_path, std::env::vars())
         .map_err(|err| err.to_string())
-        .and_then(|config| config.storage.postgres());
+        .and_then(|config| rolecall::storage::postgres::Settings::of(&config.storage));
     let settings = match settings {
         Ok(settings) => settings,
         Err(err) => {

@@ -60,12 +60,12 @@ fn copy_installation(args: &CopyArgs) -> Result<String, String> {
     if let Some(url) = &args.to {
         storage.postgres_url = rolecall::secrets::Secret::new(url.clone());
     }
-    let settings = storage.postgres()?;
+    let settings = rolecall::storage::postgres::Settings::of(&storage)?;
     check_data_dir(&args.from)?;
     let chain = |err: &dyn std::error::Error| rolecall::telemetry::cause_chain(err);
     actix_web::rt::System::new().block_on(async move {
         let source =
-            Store::open_sled(&args.from, storage.tuning(), key.clone()).map_err(|err| {
+            Store::open_sled(&args.from, rolecall::storage::Tuning::of(&storage), key.clone()).map_err(|err| {
                 format!(
                     "{}: {} (is a server still running on it? stop it first)",
                     args.from.display(),

@@ -216,6 +216,14 @@ rows!(Logs = "INSERT INTO delivery_log (organization_id, id, delivery_id, event,
       response_code: Option<i32>, response_body: Option<String>, latency_ms: Option<i64>,
       error: Option<String>, attempted_at: SystemTime, envelope: String });
 
+// What the records of a batch add to each organization's count (see
+// migration 5), one row per organization.
+rows!(LogCounts = "INSERT INTO delivery_log_counts (organization_id, records) \
+     SELECT * FROM unnest($1::uuid[], $2::int8[]) \
+     ON CONFLICT (organization_id) DO UPDATE \
+     SET records = delivery_log_counts.records + EXCLUDED.records";
+    { org: Uuid, added: i64 });
+
 rows!(AdminToken = "INSERT INTO admin_token (sha256) SELECT * FROM unnest($1::bytea[]) \
      ON CONFLICT (singleton) DO NOTHING"; { sha256: Vec<u8> });
 
@@ -239,7 +247,24 @@ struct Tables {
     jobs: Jobs,
     job_deletes: JobDeletes,
     logs: Logs,
+    log_counts: LogCounts,
     admin_token: AdminToken,
+}
+
+/// Adds to `counts` what `logs` adds to each organization's log.
+fn count_logs(logs: &Logs, counts: &mut LogCounts) {
+    let mut added: HashMap<Uuid, i64> = HashMap::new();
+    for org in &logs.org {
+        *added.entry(*org).or_default() += 1;
+    }
+    // In a fixed order, so that concurrent transactions lock the count rows
+    // in the same order.
+    let mut added: Vec<(Uuid, i64)> = added.into_iter().collect();
+    added.sort_unstable();
+    for (org, n) in added {
+        counts.org.push(org);
+        counts.added.push(n);
+    }
 }
 
 /// Which row a write changes, for "the last write of a row wins".
@@ -315,7 +340,7 @@ pub fn statements<'w>(
         tables.revisions.next.push(next);
     }
     let mut out = Vec::new();
-    let t = tables;
+    let mut t = tables;
     t.users.into_statement(&mut out);
     t.tokens.into_statement(&mut out);
     t.token_deletes.into_statement(&mut out);
@@ -332,7 +357,9 @@ pub fn statements<'w>(
     t.resource_deletes.into_statement(&mut out);
     t.jobs.into_statement(&mut out);
     t.job_deletes.into_statement(&mut out);
+    count_logs(&t.logs, &mut t.log_counts);
     t.logs.into_statement(&mut out);
+    t.log_counts.into_statement(&mut out);
     t.admin_token.into_statement(&mut out);
     Ok(out)
 }

@@ -18,12 +18,37 @@ use crate::storage::StoreError;
 pub struct Settings {
     /// `postgres://…` or `key=value …`, as libpq takes it.
     pub url: String,
-    /// Connections per node.
+    /// Connections per node for requests.
     pub pool: usize,
+    /// Connections per node for background work (delivery results, log
+    /// upkeep, leases, the dispatcher's reads, sweeps), which requests'
+    /// connections are kept from.
+    pub background_pool: usize,
     /// Longest wait to connect, and for a pooled connection.
     pub connect_timeout: Duration,
     /// Longest a statement, or a round of them, may take.
     pub statement_timeout: Duration,
+}
+
+impl Settings {
+    /// The settings of `config`; an error when the URL is missing.
+    pub fn of(config: &crate::config::StorageConfig) -> Result<Self, String> {
+        let url = config.postgres_url.expose();
+        if url.trim().is_empty() {
+            return Err(
+                "storage.backend is \"postgres\" and storage.postgres_url is empty: set it \
+                 (ROLECALL_STORAGE__POSTGRES_URL), e.g. postgres://rolecall@db.internal/rolecall"
+                    .into(),
+            );
+        }
+        Ok(Settings {
+            url: url.to_owned(),
+            pool: config.postgres_pool.max(1),
+            background_pool: config.postgres_background_pool.max(1),
+            connect_timeout: Duration::from_millis(config.postgres_connect_timeout_ms.max(1)),
+            statement_timeout: Duration::from_millis(config.postgres_statement_timeout_ms.max(1)),
+        })
+    }
 }
 
 /// The settings could not be used.
@@ -233,10 +258,11 @@ fn closed() -> tokio_postgres::Error {
     tokio_postgres::Error::__private_api_timeout()
 }
 
-/// A pool of `settings.pool` connections made by `connector`, whose I/O
-/// runs on `io`.
+/// A pool of `size` connections made by `connector`, whose I/O runs on
+/// `io`.
 pub fn pool(
     settings: &Settings,
+    size: usize,
     connector: &Connector,
     io: Arc<IoThread>,
 ) -> Result<Pool, StoreError> {
@@ -252,7 +278,7 @@ pub fn pool(
         },
     );
     Pool::builder(manager)
-        .max_size(settings.pool.max(1))
+        .max_size(size.max(1))
         .runtime(Runtime::Tokio1)
         .wait_timeout(Some(settings.connect_timeout))
         .create_timeout(Some(settings.connect_timeout))
@@ -349,6 +375,7 @@ mod tests {
         let settings = Settings {
             url: "postgres://u@127.0.0.1/rc?options=-c%20work_mem%3D8MB".into(),
             pool: 4,
+            background_pool: 2,
             connect_timeout: Duration::from_secs(3),
             statement_timeout: Duration::from_millis(2500),
         };
@@ -370,6 +397,7 @@ mod tests {
             let settings = Settings {
                 url: url.into(),
                 pool: 1,
+                background_pool: 1,
                 connect_timeout: Duration::from_secs(1),
                 statement_timeout: Duration::from_secs(1),
             };

@@ -26,6 +26,10 @@ const STEPS: &[(&str, &str)] = &[
         "role assignments that expire",
         include_str!("migrations/0004_role_expiry.sql"),
     ),
+    (
+        "delivery-log counts, for log upkeep that does not scan the logs",
+        include_str!("migrations/0005_log_counts.sql"),
+    ),
 ];
 
 /// The schema version this build reads and writes.

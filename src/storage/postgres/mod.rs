@@ -23,6 +23,7 @@ mod reseal;
 mod rows;
 mod tls;
 mod transact;
+mod upkeep;
 
 use std::sync::Arc;
 
@@ -41,13 +42,20 @@ pub use import::Import;
 pub use leases::{Lease, Listening, SharedQueue, Wakeup};
 pub use migrate::Migrated;
 
-/// A pool of connections to one database, and its group commit.
+/// Two pools of connections to one database, and its group commit.
 #[derive(Clone)]
 pub struct PgStore {
+    /// Connections for requests: what a request waits for.
     database: Database,
+    /// Connections for background work (delivery results, log upkeep,
+    /// leases, the dispatcher's reads, sweeps, metrics), so that no amount
+    /// of it can take the connections requests need (CONTRACT §9).
+    background: Database,
     committer: GroupCommit,
     /// The per-request checks of several nodes, batched.
     checks: checks::Checks,
+    /// Delivery-log upkeep, batched, on the background connections.
+    upkeep: upkeep::LogUpkeep,
     /// Seals webhook secrets at rest, when `storage.secret_key` is set.
     key: Option<SealingKey>,
     /// Makes connections of their own (for `LISTEN`).
@@ -95,7 +103,11 @@ impl PgStore {
         let io = Arc::new(connect::io_thread()?);
         let connector = Arc::new(connect::Connector::new(settings)?);
         let database = Database {
-            pool: connect::pool(settings, &connector, io.clone())?,
+            pool: connect::pool(settings, settings.pool, &connector, io.clone())?,
+            timeout: settings.statement_timeout,
+        };
+        let background = Database {
+            pool: connect::pool(settings, settings.background_pool, &connector, io.clone())?,
             timeout: settings.statement_timeout,
         };
         {
@@ -108,10 +120,13 @@ impl PgStore {
         let in_flight = (settings.pool / 2).clamp(1, 8);
         let committer = GroupCommit::start(&io, database.clone(), key.clone(), in_flight);
         let checks = checks::Checks::start(&io, database.clone());
+        let upkeep = upkeep::LogUpkeep::start(&io, background.clone());
         Ok(PgStore {
             database,
+            background,
             committer,
             checks,
+            upkeep,
             key,
             connector,
             io,
@@ -121,7 +136,7 @@ impl PgStore {
     /// Applies the missing migrations, as `rolecall migrate` does.
     pub async fn migrate(settings: &Settings) -> Result<Migrated, StoreError> {
         let io = Arc::new(connect::io_thread()?);
-        let pool = connect::pool(settings, &connect::Connector::new(settings)?, io)?;
+        let pool = connect::pool(settings, 1, &connect::Connector::new(settings)?, io)?;
         let client = pool.get().await.map_err(error::from_pool)?;
         let mut schema = deadpool_postgres::Object::take(client);
         migrate::migrate(&mut schema).await
@@ -141,7 +156,7 @@ impl PgStore {
     /// when it answers.
     pub async fn append(&self, writes: &[Write]) -> Result<Durability, StoreError> {
         let statements = statements(writes.iter(), self.key.as_ref())?;
-        self.database.transact(&statements).await?;
+        self.background.transact(&statements).await?;
         Ok(Durability::after(async { Ok(()) }))
     }
 
@@ -212,7 +227,7 @@ impl PgStore {
     /// leases last `lease` unless renewed.
     pub fn shared_queue(&self, lease: std::time::Duration) -> SharedQueue {
         SharedQueue::new(
-            self.database.clone(),
+            self.background.clone(),
             self.connector.clone(),
             self.io.clone(),
             lease,
@@ -224,8 +239,9 @@ impl PgStore {
         Ok(())
     }
 
-    /// Closes the pool.
+    /// Closes the pools.
     pub fn close(self) {
         self.database.pool.close();
+        self.background.pool.close();
     }
 }

@@ -9,6 +9,7 @@ use tokio_postgres::Row;
 use super::error::from_pg;
 use super::rows;
 use super::transact::prepared;
+use super::upkeep::Pass;
 use super::PgStore;
 use crate::domain::audit::AuditRecord;
 use crate::domain::delivery::{Job, LogRecord};
@@ -294,7 +295,7 @@ impl PgStore {
         now: Timestamp,
     ) -> Result<Vec<(OrgId, UserId)>, StoreError> {
         let rows = self
-            .database
+            .background
             .query(
                 "a read",
                 "SELECT organization_id, user_id FROM memberships \
@@ -457,7 +458,7 @@ impl PgStore {
             rows::JOB
         );
         let rows = self
-            .database
+            .background
             .query("a read", &sql, &[&org.0, &after, &limit])
             .await?;
         rows.iter().map(rows::job).collect()
@@ -480,7 +481,7 @@ impl PgStore {
             rows::JOB
         );
         let rows = self
-            .database
+            .background
             .query("the outbox windows", &sql, &[&limit_plus_one(limit)])
             .await?;
         let mut windows: Vec<Window> = Vec::new();
@@ -506,7 +507,7 @@ impl PgStore {
 
     /// See [`crate::storage::Store::counts`].
     pub async fn counts(&self) -> Result<Counts, StoreError> {
-        self.database
+        self.background
             .with("a count", async |client| counts(client).await)
             .await
     }
@@ -514,7 +515,7 @@ impl PgStore {
     /// Unfinished deliveries in the outbox.
     pub async fn outbox_len(&self) -> Result<usize, StoreError> {
         let rows = self
-            .database
+            .background
             .query("a read", "SELECT count(*) AS n FROM outbox", &[])
             .await?;
         count(rows.first())
@@ -523,7 +524,7 @@ impl PgStore {
     /// The database's size on disk, in bytes.
     pub async fn size_on_disk(&self) -> Result<u64, StoreError> {
         let rows = self
-            .database
+            .background
             .query(
                 "a read",
                 "SELECT pg_database_size(current_database()) AS n",
@@ -534,38 +535,16 @@ impl PgStore {
     }
 
     /// Deletes all but the newest `keep` delivery-log records of `org`;
-    /// returns how many remain.
+    /// returns how many remain. Batched with the other organizations'
+    /// passes asked for meanwhile (see [`super::upkeep`]).
     pub async fn prune_delivery_log(&self, org: OrgId, keep: usize) -> Result<usize, StoreError> {
-        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-        let rows = self.database.query("a log pruning", "WITH kept AS (SELECT id FROM delivery_log WHERE organization_id = $1 \
-                                   ORDER BY id DESC LIMIT $2), \
-                          gone AS (DELETE FROM delivery_log d WHERE d.organization_id = $1 \
-                                   AND d.id < (SELECT id FROM kept ORDER BY id LIMIT 1) RETURNING 1) \
-                     SELECT count(*) AS n FROM kept",
-                    &[&org.0, &keep]).await?;
-        count(rows.first())
+        self.upkeep.run(org, Pass::Keep(keep)).await
     }
 
     /// Deletes the `count` oldest delivery-log records of `org`; returns
-    /// how many it deleted.
+    /// how many it deleted (batched likewise).
     pub async fn trim_delivery_log(&self, org: OrgId, count: usize) -> Result<usize, StoreError> {
-        let limit = i64::try_from(count).unwrap_or(i64::MAX);
-        let deleted = self
-            .database
-            .with("a log trim", async |client| {
-                let statement = prepared(
-                    client,
-                    "DELETE FROM delivery_log WHERE organization_id = $1 AND id IN \
-                     (SELECT id FROM delivery_log WHERE organization_id = $1 ORDER BY id LIMIT $2)",
-                )
-                .await?;
-                client
-                    .execute(&statement, &[&org.0, &limit])
-                    .await
-                    .map_err(from_pg)
-            })
-            .await?;
-        Ok(deleted as usize)
+        self.upkeep.run(org, Pass::Trim(count)).await
     }
 
     /// Whether the database takes writes now (`GET /readyz`).

@@ -68,6 +68,17 @@ pub struct Tuning {
     pub min_free_mb: u64,
 }
 
+impl Tuning {
+    /// The settings of `config`.
+    pub fn of(config: &crate::config::StorageConfig) -> Self {
+        Tuning {
+            cache_mb: config.cache_mb,
+            commit_window: std::time::Duration::from_micros(config.group_commit_window_us),
+            min_free_mb: config.min_free_mb,
+        }
+    }
+}
+
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
