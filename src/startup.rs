@@ -107,7 +107,8 @@ impl Application {
                 tracing::info!(data_dir = %config.storage.data_dir.display(), "storage: sled, embedded")
             }
             Store::Postgres(_) => {
-                let settings = crate::storage::postgres::Settings::of(&config.storage).map_err(StoreError::Config)?;
+                let settings = crate::storage::postgres::Settings::of(&config.storage)
+                    .map_err(StoreError::Config)?;
                 tracing::info!(
                     database = %crate::storage::PgStore::describe(&settings),
                     "storage: PostgreSQL, schema version {}",

@@ -64,14 +64,18 @@ fn copy_installation(args: &CopyArgs) -> Result<String, String> {
     check_data_dir(&args.from)?;
     let chain = |err: &dyn std::error::Error| rolecall::telemetry::cause_chain(err);
     actix_web::rt::System::new().block_on(async move {
-        let source =
-            Store::open_sled(&args.from, rolecall::storage::Tuning::of(&storage), key.clone()).map_err(|err| {
-                format!(
-                    "{}: {} (is a server still running on it? stop it first)",
-                    args.from.display(),
-                    chain(&err)
-                )
-            })?;
+        let source = Store::open_sled(
+            &args.from,
+            rolecall::storage::Tuning::of(&storage),
+            key.clone(),
+        )
+        .map_err(|err| {
+            format!(
+                "{}: {} (is a server still running on it? stop it first)",
+                args.from.display(),
+                chain(&err)
+            )
+        })?;
         let target = PgStore::open(&settings, key)
             .await
             .map_err(|err| format!("{}: {}", PgStore::describe(&settings), chain(&err)))?;

@@ -251,6 +251,8 @@ pub struct BurstResult {
     pub delivered_per_s: f64,
     /// Event → sink latency of the healthy orgs (ms).
     pub latency_ms: Percentiles,
+    /// How long each task creation took to answer, whatever the answer (ms).
+    pub request_ms: Percentiles,
     /// Accepted events never delivered (within the wait).
     pub lost: u64,
     /// Receipts of a delivery id already received.
@@ -299,20 +301,25 @@ pub async fn burst(
     let sending = started.elapsed();
     let mut created = HashSet::new();
     let mut errors = Errors::new();
-    for (part_created, part_errors) in parts {
+    let mut answered = Vec::new();
+    for (part_created, part_errors, part_answered) in parts {
         created.extend(part_created);
         merge_errors(&mut errors, part_errors);
+        answered.extend(part_answered);
     }
     let wait_until = Instant::now() + Duration::from_secs(30 + created.len() as u64 / 500);
     while Instant::now() < wait_until && delivered_ids(sink, &created) < created.len() {
         actix_web::rt::time::sleep(Duration::from_millis(50)).await;
     }
-    Ok(summarize(sink, &created, errors, sending, started))
+    let mut result = summarize(sink, &created, errors, sending, started);
+    result.request_ms = Percentiles::of(answered);
+    Ok(result)
 }
 
 /// One client thread's share of a burst: `concurrency` loops taking the
 /// next event number from `next` until the plan is done. Answers the ids of
-/// the healthy orgs' created tasks, and the errors.
+/// the healthy orgs' created tasks, the errors, and how long each request
+/// took (ms).
 async fn create_loops(
     target: &Target,
     fixture: &Fixture,
@@ -321,10 +328,11 @@ async fn create_loops(
     next: &AtomicUsize,
     started: Instant,
     bar: &ProgressBar,
-) -> (HashSet<String>, Errors) {
+) -> (HashSet<String>, Errors, Vec<f64>) {
     let total = plan.events + plan.events.checked_div(plan.hanging_every).unwrap_or(0);
     let created = RefCell::new(HashSet::new());
     let errors = RefCell::new(Errors::new());
+    let answered = RefCell::new(Vec::new());
     let loops = (0..concurrency).map(|_| async {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -343,6 +351,7 @@ async fn create_loops(
                 &fixture.orgs[i % fixture.orgs.len()]
             };
             let body = json!({"title": format!("load task {i}")});
+            let asked = Instant::now();
             let result = target
                 .call(
                     Method::POST,
@@ -351,6 +360,9 @@ async fn create_loops(
                     Some(&body),
                 )
                 .await;
+            answered
+                .borrow_mut()
+                .push(asked.elapsed().as_secs_f64() * 1000.0);
             match &result {
                 Ok((201, task, _)) if !hanging => {
                     created
@@ -364,7 +376,7 @@ async fn create_loops(
         }
     });
     futures_util::future::join_all(loops).await;
-    (created.take(), errors.take())
+    (created.take(), errors.take(), answered.take())
 }
 
 fn delivered_ids(sink: &SinkState, created: &HashSet<String>) -> usize {
@@ -414,6 +426,7 @@ fn summarize(
         delivered_per_s: delivered as f64
             / last.duration_since(started).as_secs_f64().max(f64::EPSILON),
         latency_ms: Percentiles::of(first_receipt.into_values().collect()),
+        request_ms: Percentiles::default(),
         lost: created.len() as u64 - delivered,
         duplicates,
         bad_signatures: sink.bad_signatures(),
@@ -453,6 +466,13 @@ pub fn print_burst(title: &str, result: &BurstResult) {
             (
                 "event→sink p50 / p90 / p99 / max (ms)",
                 format!("{:.0} / {:.0} / {:.0} / {:.0}", l.p50, l.p90, l.p99, l.max),
+            ),
+            (
+                "request p50 / p99 / max (ms)",
+                format!(
+                    "{:.1} / {:.1} / {:.0}",
+                    result.request_ms.p50, result.request_ms.p99, result.request_ms.max
+                ),
             ),
             ("lost", result.lost.to_string()),
             ("duplicates", result.duplicates.to_string()),
