@@ -34,6 +34,38 @@ const ABANDONED_PER_LOOK: usize = 256;
 /// The shortest interval between lease rounds.
 const SHORTEST_ROUND: Duration = Duration::from_millis(10);
 
+/// The first wait before a failed lease statement is sent again, doubled
+/// while they keep failing, up to [`LONGEST_RETRY`]: a blip of the database
+/// costs a fraction of a second, not a lease round (CONTRACT §9:
+/// deliveries resume within 2 s of the database's return).
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+/// The longest wait before a failed lease statement is sent again.
+const LONGEST_RETRY: Duration = Duration::from_secs(1);
+
+/// When to send a failed lease statement again.
+#[derive(Debug)]
+struct Retry {
+    next: Duration,
+}
+
+impl Retry {
+    fn new() -> Self {
+        Retry { next: FIRST_RETRY }
+    }
+
+    /// The wait before the next try, after a failure.
+    fn failed(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(LONGEST_RETRY);
+        wait
+    }
+
+    /// A statement went through: the next failure starts over.
+    fn succeeded(&mut self) {
+        self.next = FIRST_RETRY;
+    }
+}
+
 /// The dispatcher's state on a shared queue.
 pub struct Shared {
     queue: SharedQueue,
@@ -56,6 +88,8 @@ pub struct Shared {
     listening: Option<Listening>,
     /// Every lease was released at shutdown: nothing more is claimed.
     stopped: bool,
+    /// When a failed claim, renewal or look is tried again.
+    retry: Retry,
 }
 
 impl Shared {
@@ -73,6 +107,7 @@ impl Shared {
             reading: false,
             listening: None,
             stopped: false,
+            retry: Retry::new(),
         }
     }
 
@@ -186,14 +221,16 @@ impl Dispatcher {
             shared.pending -= 1;
             match claimed {
                 Ok(got) => {
+                    shared.retry.succeeded();
                     let replaced = shared.leases.claimed(&got, sent);
                     act.adopted(&got, replaced, ctx);
                     act.claim(ctx);
                 }
                 Err(err) => {
-                    // Claimed again at the next round.
                     shared.leases.claim_failed();
+                    let wait = shared.retry.failed();
                     tracing::warn!(error = %crate::telemetry::cause_chain(&err), "claiming delivery leases failed; trying again shortly");
+                    ctx.run_later(wait, |act, ctx| act.claim(ctx));
                 }
             }
         }));
@@ -335,19 +372,22 @@ impl Dispatcher {
         ctx.spawn(
             renewing
                 .into_actor(self)
-                .map(move |(asked, kept), act, _| {
+                .map(move |(asked, kept), act, ctx| {
                     let Some(shared) = act.shared.as_mut() else {
                         return;
                     };
                     match kept {
                         Ok(kept) => {
+                            shared.retry.succeeded();
                             for org in shared.leases.renewed(&asked, &kept, sent) {
                                 act.lose(org);
                             }
                         }
                         Err(err) => {
                             shared.leases.renewal_failed();
-                            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "renewing delivery leases failed; trying again at the next round");
+                            let wait = shared.retry.failed();
+                            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "renewing delivery leases failed; trying again shortly");
+                            ctx.run_later(wait, |act, ctx| act.renew(ctx));
                         }
                     }
                 }),
@@ -420,6 +460,7 @@ impl Dispatcher {
             shared.pending -= 1;
             match found {
                 Ok(got) => {
+                    shared.retry.succeeded();
                     if !got.is_empty() {
                         tracing::info!(
                             organizations = got.len(),
@@ -432,10 +473,14 @@ impl Dispatcher {
                         act.look_for_abandoned(ctx);
                     }
                 }
-                Err(err) => tracing::warn!(
-                    error = %crate::telemetry::cause_chain(&err),
-                    "looking for deliveries no node makes failed; trying again at the next round"
-                ),
+                Err(err) => {
+                    let wait = shared.retry.failed();
+                    tracing::warn!(
+                        error = %crate::telemetry::cause_chain(&err),
+                        "looking for deliveries no node makes failed; trying again shortly"
+                    );
+                    ctx.run_later(wait, |act, ctx| act.look_for_abandoned(ctx));
+                }
             }
         }));
     }
@@ -446,7 +491,12 @@ impl Handler<Wake> for Dispatcher {
 
     fn handle(&mut self, Wake(wakeup): Wake, ctx: &mut Self::Context) {
         match wakeup {
-            Wakeup::Listening => self.look_for_abandoned(ctx),
+            // Listening again, after a failure perhaps: what waits is
+            // claimed now, not at the next round.
+            Wakeup::Listening => {
+                self.look_for_abandoned(ctx);
+                self.claim(ctx);
+            }
             Wakeup::Jobs(org) => self.jobs_waiting(org, ctx),
         }
     }

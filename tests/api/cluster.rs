@@ -148,8 +148,8 @@ async fn three_nodes(databases: &crate::engines::Databases, start: Start) {
     });
     assert_eq!(
         (versions, hashes),
-        (5, 1),
-        "one row per schema version (5), one admin token"
+        (6, 1),
+        "one row per schema version (6), one admin token"
     );
 }
 
@@ -977,12 +977,7 @@ async fn one_organizations_deliveries_start_in_commit_order_across_a_take_over()
         .iter()
         .filter(|r| r.json()["data"]["id"].is_string())
         .filter(|r| seen.insert(r.header("x-service-delivery")))
-        .map(|r| {
-            r.json()["data"]["title"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
+        .map(|r| r.title())
         .collect();
     let expected: Vec<String> = (0..40).map(|i| format!("task {i}")).collect();
     assert_eq!(started, expected, "first attempts start in commit order");

@@ -73,6 +73,14 @@ impl Received {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
     }
+
+    /// The title of the resource the event is about ("" when none).
+    pub fn title(&self) -> String {
+        self.json()["data"]["title"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
 }
 
 #[derive(Default)]

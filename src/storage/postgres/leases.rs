@@ -1,7 +1,8 @@
 //! The delivery queue several nodes share (CONTRACT §8), as SQL: one node
 //! at a time delivers an organization, the holder of its lease
 //! (`delivery_leases`), and it marks the outbox rows it holds in memory
-//! with its epoch (`outbox.claim`). A node that dies stops renewing; once
+//! with its epoch (`outbox.claim`) and the read's number (`claim_read`:
+//! a read whose answer was lost is taken again, see [`LostReads`]). A node that dies stops renewing; once
 //! its leases run out another node claims them, under a new epoch, and so
 //! takes over every row the dead node held: the same rows, with their
 //! delivery ids, bodies and attempt numbers.
@@ -19,6 +20,7 @@ use uuid::Uuid;
 
 use super::connect::{Connector, IoThread};
 use super::error::from_pg;
+use super::lost_reads::LostReads;
 use super::rows;
 use super::transact::Database;
 use crate::domain::delivery::Job;
@@ -48,6 +50,8 @@ pub struct SharedQueue {
     node: Uuid,
     /// How long a lease lasts unless renewed, in milliseconds.
     lease_ms: i64,
+    /// Reads of waiting jobs whose answer was lost.
+    lost: Arc<LostReads>,
 }
 
 /// What the listening connection tells the dispatcher.
@@ -74,6 +78,7 @@ impl SharedQueue {
             io,
             node: Uuid::now_v7(),
             lease_ms: i64::try_from(lease.as_millis()).unwrap_or(i64::MAX),
+            lost: Arc::default(),
         }
     }
 
@@ -87,9 +92,12 @@ impl SharedQueue {
         Duration::from_millis(self.lease_ms.max(0) as u64)
     }
 
-    /// Claims the leases of `orgs` that nobody holds (or whose holder
-    /// stopped renewing); for each held by another node, tells that node
-    /// in the same statement that jobs of it wait.
+    /// Claims the leases of `orgs` that nobody holds, whose holder stopped
+    /// renewing, or that still name this node (which stopped trusting them
+    /// when it could not renew them: after a database outage it goes on at
+    /// once instead of waiting for them to run out); for each held by
+    /// another node, tells that node in the same statement that jobs of it
+    /// wait.
     pub async fn claim(&self, orgs: &[OrgId]) -> Result<Vec<Lease>, StoreError> {
         const SQL: &str = "WITH wanted AS (SELECT DISTINCT unnest($1::uuid[]) AS id), \
              claimed AS ( \
@@ -97,7 +105,7 @@ impl SharedQueue {
                       until = now() + $3::int8 * interval '1 millisecond' \
                  FROM wanted w \
                 WHERE l.organization_id = w.id \
-                  AND (l.node IS NULL OR l.until <= now()) \
+                  AND (l.node IS NULL OR l.until <= now() OR l.node = $2) \
                RETURNING l.organization_id, l.epoch), \
              told AS ( \
                SELECT pg_notify('rolecall_deliveries_' || replace(l.node::text, '-', ''), \
@@ -220,7 +228,8 @@ impl SharedQueue {
     /// For each of `reads`, up to its limit of the jobs of the lease's
     /// organization not yet held under it, now marked held: one statement
     /// for all, oldest first per organization; none for a lease that is
-    /// another node's by now.
+    /// another node's by now. Jobs marked by a read of this node whose
+    /// answer was lost are taken again: they are held nowhere.
     pub async fn claim_jobs(&self, reads: &[(Lease, usize)]) -> Result<Vec<Job>, StoreError> {
         let sql = format!(
             "WITH wanted AS ( \
@@ -233,9 +242,10 @@ impl SharedQueue {
                    ON l.organization_id = w.org AND l.node = $4 AND l.epoch = w.epoch \
                 CROSS JOIN LATERAL ( \
                   SELECT organization_id, delivery_id FROM outbox \
-                   WHERE organization_id = w.org AND claim IS DISTINCT FROM w.epoch \
+                   WHERE organization_id = w.org \
+                     AND (claim IS DISTINCT FROM w.epoch OR claim_read = ANY($6::int8[])) \
                    ORDER BY delivery_id LIMIT w.lim FOR UPDATE SKIP LOCKED) p) \
-             UPDATE outbox SET claim = picked.picked_epoch FROM picked \
+             UPDATE outbox SET claim = picked.picked_epoch, claim_read = $5 FROM picked \
               WHERE organization_id = picked.picked_org AND delivery_id = picked.picked_id \
              RETURNING {}",
             rows::JOB
@@ -245,14 +255,17 @@ impl SharedQueue {
             .map(|(lease, limit)| (*lease, i64::try_from(*limit).unwrap_or(i64::MAX)))
             .unzip();
         let (orgs, epochs) = columns(&leases);
+        let number = self.lost.number();
+        let again = self.lost.to_take_again(std::time::Instant::now());
         let rows = self
             .database
             .query(
                 "a claim of waiting jobs",
                 &sql,
-                &[&orgs, &epochs, &limits, &self.node],
+                &[&orgs, &epochs, &limits, &self.node, &number, &again],
             )
-            .await?;
+            .await
+            .inspect_err(|_| self.lost.failed(number, std::time::Instant::now()))?;
         let mut jobs: Vec<Job> = rows.iter().map(rows::job).collect::<Result<_, _>>()?;
         jobs.sort_by_key(|job| (job.organization_id, job.delivery_id));
         Ok(jobs)
@@ -265,10 +278,12 @@ impl SharedQueue {
         let channels = [own_channel(self.node), RELEASED_CHANNEL.to_owned()];
         let connector = self.connector.clone();
         let task = self.io.spawn(async move {
-            let mut pause = Duration::from_millis(250);
+            let mut pause = FIRST_PAUSE;
             loop {
                 match listen_once(&connector, &channels, &wake).await {
                     Ok(()) => {
+                        // It was listening: the next failure starts over.
+                        pause = FIRST_PAUSE;
                         tracing::warn!("the PostgreSQL connection listening for deliveries closed; connecting again")
                     }
                     Err(err) => tracing::warn!(
@@ -277,12 +292,18 @@ impl SharedQueue {
                     ),
                 }
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(5));
+                pause = (pause * 2).min(LONGEST_PAUSE);
             }
         });
         Listening(task)
     }
 }
+
+/// The first wait before listening again, doubled after each failure.
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+/// The longest: a database that is back is listened to again within it
+/// (CONTRACT §9: deliveries resume within 2 s).
+const LONGEST_PAUSE: Duration = Duration::from_secs(1);
 
 /// The listening connection's task, stopped when dropped.
 pub struct Listening(tokio::task::JoinHandle<()>);

@@ -30,6 +30,10 @@ const STEPS: &[(&str, &str)] = &[
         "delivery-log counts, for log upkeep that does not scan the logs",
         include_str!("migrations/0005_log_counts.sql"),
     ),
+    (
+        "the read that marked each outbox row, for reads whose answer was lost",
+        include_str!("migrations/0006_claim_reads.sql"),
+    ),
 ];
 
 /// The schema version this build reads and writes.

@@ -16,6 +16,7 @@ mod error;
 mod group_commit;
 mod import;
 mod leases;
+mod lost_reads;
 pub mod migrate;
 mod passed_tests;
 mod read;

@@ -1,0 +1,11 @@
+-- Which read marked an outbox row (issue 30). A holder marks the rows it
+-- reads into memory with its epoch (`claim`) and, now, with the number of
+-- the statement that read them (`claim_read`, counted by each node run).
+-- When that statement's answer is lost (the connection cut while it ran),
+-- the rows it marked are in no node's memory although they carry the
+-- holder's epoch: the holder's next reads take them again by that number,
+-- instead of leaving them until its lease changes hands.
+--
+-- The previous release reads and writes this schema unchanged: it never
+-- reads the column, and the rows it marks leave it NULL.
+ALTER TABLE outbox ADD COLUMN claim_read bigint;
