@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::http::tls::TlsFileError;
 use crate::secrets::Secret;
 
 /// The defaults, compiled in so the binary runs from any directory.
@@ -104,15 +103,20 @@ impl ServerConfig {
 
     /// The (certificate, key) files when HTTPS is on; one without the
     /// other is a configuration error, not a silent plain HTTP.
-    pub fn tls_files(&self) -> Result<Option<(&Path, &Path)>, TlsFileError> {
+    pub fn tls_files(&self) -> Result<Option<(&Path, &Path)>, HalfConfiguredTls> {
         let set = |path: &Path| !path.as_os_str().is_empty();
         match (set(&self.tls_cert_file), set(&self.tls_key_file)) {
             (true, true) => Ok(Some((&self.tls_cert_file, &self.tls_key_file))),
             (false, false) => Ok(None),
-            _ => Err(TlsFileError::HalfConfigured),
+            _ => Err(HalfConfiguredTls),
         }
     }
 }
+
+/// Only one of the HTTPS certificate and key files is set.
+#[derive(Debug, thiserror::Error)]
+#[error("server.tls_cert_file and server.tls_key_file go together: set both or neither")]
+pub struct HalfConfiguredTls;
 
 /// Which storage engine serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]

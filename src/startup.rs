@@ -18,13 +18,13 @@ use utoipa_actix_web::AppExt;
 use crate::accounts::Accounts;
 use crate::actors::delivery::DeliveryActor;
 use crate::actors::dispatcher::Dispatcher;
+use crate::actors::dispatcher::ReleaseLeases;
 use crate::actors::fair_queue::Limits;
 use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
 use crate::actors::messages::{AttemptFinished, Deliver, Drain};
 use crate::actors::registry::Registry;
 use crate::actors::role_expiry::RoleExpiry;
-use crate::actors::shared::ReleaseLeases;
 use crate::commit::{Commit, CommitPath};
 use crate::config::Config;
 use crate::dashboard;
@@ -92,7 +92,7 @@ impl Application {
     /// actors, bootstraps the admin token and binds.
     pub async fn build(config: Config) -> Result<Self, StartupError> {
         // Checked first: a bad certificate stops start-up before the store opens.
-        let certificate = match config.server.tls_files()? {
+        let certificate = match config.server.tls_files().map_err(TlsFileError::from)? {
             Some((cert, key)) => Some(ServerCertificate::load(cert, key)?),
             None => None,
         };

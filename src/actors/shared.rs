@@ -1,38 +1,27 @@
-//! The dispatcher on a queue several nodes share (CONTRACT §8): it
-//! delivers only the organizations whose leases it holds, so one node at a
-//! time starts an organization's attempts, in order and under its cap.
-//!
-//! - Jobs this node commits, and wake-ups from other nodes, make it read
-//!   the organization's waiting jobs when it holds the lease, or claim the
-//!   lease (whose holder, if another node, is told in the same statement).
-//! - Every third of a lease it renews its leases, gives up those of
-//!   organizations with nothing left to deliver (after their outcomes are
-//!   written), and looks for organizations nobody delivers: released, or
-//!   left by a killed node whose leases ran out. A lease it could not renew
-//!   in time is dropped with the jobs it held, before another node may
-//!   take it.
-//! - On shutdown, after the last attempts, it releases every lease and
-//!   tells the other nodes which organizations still have jobs waiting.
+//! The dispatcher's state on a queue several nodes share (CONTRACT §8):
+//! the leases it holds, the attempts in flight under each, the claims and
+//! reads under way, and when a failed statement is sent again. What the
+//! dispatcher does with it is in [`crate::actors::dispatcher`]'s sharing
+//! part.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
 use crate::actors::backlog::Read;
-use crate::actors::dispatcher::Dispatcher;
 use crate::actors::leases::Leases;
 use crate::actors::messages::FlushLog;
 use crate::domain::delivery::Job;
 use crate::ids::{DeliveryId, OrgId};
-use crate::storage::postgres::{Lease, Listening, SharedQueue, Wakeup};
+use crate::storage::postgres::{Lease, Listening, SharedQueue};
 
 /// Organizations claimed at most per look for abandoned ones (more are
 /// claimed by the next look, at once).
-const ABANDONED_PER_LOOK: usize = 256;
+pub(crate) const ABANDONED_PER_LOOK: usize = 256;
 
 /// The shortest interval between lease rounds.
-const SHORTEST_ROUND: Duration = Duration::from_millis(10);
+pub(crate) const SHORTEST_ROUND: Duration = Duration::from_millis(10);
 
 /// The first wait before a failed lease statement is sent again, doubled
 /// while they keep failing, up to [`LONGEST_RETRY`]: a blip of the database
@@ -44,7 +33,7 @@ const LONGEST_RETRY: Duration = Duration::from_secs(1);
 
 /// When to send a failed lease statement again.
 #[derive(Debug)]
-struct Retry {
+pub(in crate::actors) struct Retry {
     next: Duration,
 }
 
@@ -54,42 +43,42 @@ impl Retry {
     }
 
     /// The wait before the next try, after a failure.
-    fn failed(&mut self) -> Duration {
+    pub(in crate::actors) fn failed(&mut self) -> Duration {
         let wait = self.next;
         self.next = (self.next * 2).min(LONGEST_RETRY);
         wait
     }
 
     /// A statement went through: the next failure starts over.
-    fn succeeded(&mut self) {
+    pub(in crate::actors) fn succeeded(&mut self) {
         self.next = FIRST_RETRY;
     }
 }
 
 /// The dispatcher's state on a shared queue.
 pub struct Shared {
-    queue: SharedQueue,
+    pub(in crate::actors) queue: SharedQueue,
     /// The leases this node holds, wants and gives up.
-    pub(super) leases: Leases,
+    pub(in crate::actors) leases: Leases,
     /// The lease each attempt in flight started under: one that finishes
     /// under a lease no longer held is an orphan, recorded and nothing more.
-    in_flight: HashMap<DeliveryId, Lease>,
+    pub(in crate::actors) in_flight: HashMap<DeliveryId, Lease>,
     /// Claims and looks under way (shutdown waits for them).
-    pending: usize,
+    pub(in crate::actors) pending: usize,
     /// Makes recorded outcomes durable before a lease is given up.
-    flush: Recipient<FlushLog>,
+    pub(in crate::actors) flush: Recipient<FlushLog>,
     /// A look for abandoned organizations is under way.
-    looking: bool,
+    pub(in crate::actors) looking: bool,
     /// Reads of waiting jobs to make, in the next claim of jobs.
-    reads: Vec<(Read, Lease)>,
+    pub(in crate::actors) reads: Vec<(Read, Lease)>,
     /// A claim of jobs is under way.
-    reading: bool,
+    pub(in crate::actors) reading: bool,
     /// The connection listening for wake-ups, while the dispatcher runs.
-    listening: Option<Listening>,
+    pub(in crate::actors) listening: Option<Listening>,
     /// Every lease was released at shutdown: nothing more is claimed.
-    stopped: bool,
+    pub(in crate::actors) stopped: bool,
     /// When a failed claim, renewal or look is tried again.
-    retry: Retry,
+    pub(in crate::actors) retry: Retry,
 }
 
 impl Shared {
@@ -138,421 +127,6 @@ impl Shared {
 }
 
 /// How often leases are renewed: three times per lease.
-fn round(lease: Duration) -> Duration {
+pub(crate) fn round(lease: Duration) -> Duration {
     (lease / 3).max(SHORTEST_ROUND)
-}
-
-/// The listening connection's news.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct Wake(pub Wakeup);
-
-/// Releases every lease (after the last attempts are recorded and
-/// flushed); answers once released or refused.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct ReleaseLeases;
-
-impl Dispatcher {
-    /// Listens for wake-ups, renews every third of a lease, and looks for
-    /// organizations nobody delivers.
-    pub(super) fn start_sharing(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        let address = ctx.address();
-        shared.listening = Some(
-            shared
-                .queue
-                .listen(move |wakeup| address.do_send(Wake(wakeup))),
-        );
-        tracing::info!(
-            node = %shared.queue.node(),
-            lease_ms = shared.queue.lease().as_millis() as u64,
-            "deliveries: one queue shared with every node on this database"
-        );
-        ctx.run_interval(round(shared.queue.lease()), |act, ctx| act.lease_round(ctx));
-        self.look_for_abandoned(ctx);
-    }
-
-    /// New jobs were committed here: each organization's are read, or its
-    /// lease claimed. The jobs themselves wait in the outbox until then.
-    pub(super) fn committed(&mut self, jobs: &[Job], ctx: &mut Context<Self>) {
-        let orgs: BTreeSet<OrgId> = jobs.iter().map(|job| job.organization_id).collect();
-        for org in orgs {
-            self.jobs_waiting(org, ctx);
-        }
-    }
-
-    /// Jobs of `org` wait in the outbox.
-    fn jobs_waiting(&mut self, org: OrgId, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        if self.draining || shared.stopped {
-            return;
-        }
-        if shared.leases.want(org).is_some() {
-            self.backlog.more_on_disk(org);
-            self.read_backlog(org, ctx);
-        } else {
-            self.claim(ctx);
-        }
-    }
-
-    /// Claims the leases wanted, unless a claim is under way.
-    fn claim(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        if shared.stopped || self.draining {
-            return;
-        }
-        let Some(orgs) = shared.leases.take_claims() else {
-            return;
-        };
-        shared.pending += 1;
-        let (queue, sent) = (shared.queue.clone(), Instant::now());
-        let claiming = async move { queue.claim(&orgs).await };
-        ctx.spawn(claiming.into_actor(self).map(move |claimed, act, ctx| {
-            let Some(shared) = act.shared.as_mut() else {
-                return;
-            };
-            shared.pending -= 1;
-            match claimed {
-                Ok(got) => {
-                    shared.retry.succeeded();
-                    let replaced = shared.leases.claimed(&got, sent);
-                    act.adopted(&got, replaced, ctx);
-                    act.claim(ctx);
-                }
-                Err(err) => {
-                    shared.leases.claim_failed();
-                    let wait = shared.retry.failed();
-                    tracing::warn!(error = %crate::telemetry::cause_chain(&err), "claiming delivery leases failed; trying again shortly");
-                    ctx.run_later(wait, |act, ctx| act.claim(ctx));
-                }
-            }
-        }));
-    }
-
-    /// Leases just claimed: their organizations' waiting jobs are read;
-    /// what was held under an older epoch of this node's (`replaced`) is
-    /// dropped first, since the new holding reads it again.
-    fn adopted(&mut self, got: &[Lease], replaced: Vec<OrgId>, ctx: &mut Context<Self>) {
-        for org in replaced {
-            self.lose(org);
-        }
-        for lease in got {
-            self.backlog.more_on_disk(lease.org);
-            self.read_backlog(lease.org, ctx);
-        }
-    }
-
-    /// Reads (claims) the next of `org`'s waiting jobs under its lease,
-    /// when the window has room: in the next claim of jobs, which reads
-    /// for every organization that asked while the last one ran.
-    pub(super) fn claim_backlog(&mut self, org: OrgId, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        let Some(lease) = shared.leases.of(org) else {
-            return;
-        };
-        let Some(read) = self.backlog.next_read(org) else {
-            return;
-        };
-        shared.reads.push((read, lease));
-        self.claim_jobs(ctx);
-    }
-
-    /// Claims the jobs the reads asked for, unless a claim is under way.
-    fn claim_jobs(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        if shared.reading || shared.reads.is_empty() {
-            return;
-        }
-        shared.reading = true;
-        let reads = std::mem::take(&mut shared.reads);
-        let asked: Vec<(Lease, usize)> = reads
-            .iter()
-            .map(|(read, lease)| (*lease, read.limit))
-            .collect();
-        let queue = shared.queue.clone();
-        let claiming = async move { queue.claim_jobs(&asked).await };
-        ctx.spawn(claiming.into_actor(self).map(move |claimed, act, ctx| {
-            if let Some(shared) = act.shared.as_mut() {
-                shared.reading = false;
-            }
-            act.claimed_jobs(reads, claimed, ctx);
-            act.claim_jobs(ctx);
-        }));
-    }
-
-    /// The claim of jobs for `reads` answered `claimed`.
-    fn claimed_jobs(
-        &mut self,
-        reads: Vec<(Read, Lease)>,
-        claimed: Result<Vec<Job>, crate::storage::StoreError>,
-        ctx: &mut Context<Self>,
-    ) {
-        let jobs = match claimed {
-            Ok(jobs) => jobs,
-            Err(err) => {
-                for (read, lease) in reads {
-                    if self.holds(lease.org, Some(lease)) {
-                        self.read_failed(read, &err, ctx);
-                    }
-                }
-                return;
-            }
-        };
-        let mut by_org: HashMap<OrgId, Vec<Job>> = HashMap::new();
-        for job in jobs {
-            by_org.entry(job.organization_id).or_default().push(job);
-        }
-        for (read, lease) in reads {
-            // A lease lost meanwhile (or claimed anew): the read is not this holding's.
-            if self.holds(lease.org, Some(lease)) {
-                let jobs = by_org.remove(&read.org).unwrap_or_default();
-                self.read_done(read, jobs, ctx);
-            }
-        }
-    }
-
-    /// A round: leases not renewed in time are dropped, the others renewed;
-    /// organizations with nothing left are released, abandoned ones looked
-    /// for, and claims that failed tried again.
-    fn lease_round(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        if shared.stopped {
-            return;
-        }
-        for org in shared.leases.expired(Instant::now()) {
-            self.lose(org);
-        }
-        self.renew(ctx);
-        if !self.draining {
-            self.release_idle(ctx);
-            self.look_for_abandoned(ctx);
-            self.claim(ctx);
-        }
-    }
-
-    /// `org`'s lease is no longer this node's: its held jobs are dropped
-    /// (they wait in the outbox for the next holder); attempts in flight
-    /// finish and are recorded.
-    pub(super) fn lose(&mut self, org: OrgId) {
-        let dropped = self.queue.drop_org(org).len();
-        self.backlog.forget(org);
-        let in_flight = self.queue.in_flight_of(org);
-        tracing::warn!(
-            organization_id = %org, dropped, in_flight,
-            "this node's delivery lease ran out; another node takes the organization's deliveries over"
-        );
-    }
-
-    /// Renews every lease held, unless a renewal is under way.
-    fn renew(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        let Some(asked) = shared.leases.take_renewal() else {
-            return;
-        };
-        let (queue, sent) = (shared.queue.clone(), Instant::now());
-        let renewing = async move {
-            let kept = queue.renew(&asked).await;
-            (asked, kept)
-        };
-        ctx.spawn(
-            renewing
-                .into_actor(self)
-                .map(move |(asked, kept), act, ctx| {
-                    let Some(shared) = act.shared.as_mut() else {
-                        return;
-                    };
-                    match kept {
-                        Ok(kept) => {
-                            shared.retry.succeeded();
-                            for org in shared.leases.renewed(&asked, &kept, sent) {
-                                act.lose(org);
-                            }
-                        }
-                        Err(err) => {
-                            shared.leases.renewal_failed();
-                            let wait = shared.retry.failed();
-                            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "renewing delivery leases failed; trying again shortly");
-                            ctx.run_later(wait, |act, ctx| act.renew(ctx));
-                        }
-                    }
-                }),
-        );
-    }
-
-    /// Releases the leases of organizations with nothing held or waiting,
-    /// once their recorded outcomes are durable (so that the next holder
-    /// does not deliver again what this node finished).
-    fn release_idle(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        let backlog = &self.backlog;
-        let idle: Vec<OrgId> = shared
-            .leases
-            .all()
-            .into_iter()
-            .map(|lease| lease.org)
-            .filter(|org| {
-                backlog.idle(*org) && !shared.in_flight.values().any(|lease| lease.org == *org)
-            })
-            .collect();
-        if idle.is_empty() {
-            return;
-        }
-        let leases = shared.leases.release(idle);
-        let (queue, flush) = (shared.queue.clone(), shared.flush.clone());
-        let releasing = async move {
-            let released = match crate::actors::log::flush_all(&flush).await {
-                Ok(()) => queue.release(&leases).await,
-                // No log actor: nothing is released, the leases run out.
-                Err(_) => Ok(()),
-            };
-            (leases, released)
-        };
-        ctx.spawn(
-            releasing
-                .into_actor(self)
-                .map(|(leases, released), act, ctx| {
-                    let Some(shared) = act.shared.as_mut() else {
-                        return;
-                    };
-                    if let Err(err) = released {
-                        tracing::warn!(error = %crate::telemetry::cause_chain(&err), "releasing idle delivery leases failed; they run out instead");
-                    }
-                    shared.leases.released(&leases);
-                    act.claim(ctx);
-                }),
-        );
-    }
-
-    /// Claims organizations with jobs waiting that no node delivers.
-    fn look_for_abandoned(&mut self, ctx: &mut Context<Self>) {
-        let Some(shared) = self.shared.as_mut() else {
-            return;
-        };
-        if shared.looking || shared.stopped || self.draining {
-            return;
-        }
-        shared.looking = true;
-        shared.pending += 1;
-        let (queue, sent) = (shared.queue.clone(), Instant::now());
-        let looking = async move { queue.claim_abandoned(ABANDONED_PER_LOOK).await };
-        ctx.spawn(looking.into_actor(self).map(move |found, act, ctx| {
-            let Some(shared) = act.shared.as_mut() else {
-                return;
-            };
-            shared.looking = false;
-            shared.pending -= 1;
-            match found {
-                Ok(got) => {
-                    shared.retry.succeeded();
-                    if !got.is_empty() {
-                        tracing::info!(
-                            organizations = got.len(),
-                            "took over deliveries no node was making"
-                        );
-                    }
-                    let replaced = shared.leases.adopt(&got, sent);
-                    act.adopted(&got, replaced, ctx);
-                    if got.len() == ABANDONED_PER_LOOK {
-                        act.look_for_abandoned(ctx);
-                    }
-                }
-                Err(err) => {
-                    let wait = shared.retry.failed();
-                    tracing::warn!(
-                        error = %crate::telemetry::cause_chain(&err),
-                        "looking for deliveries no node makes failed; trying again shortly"
-                    );
-                    ctx.run_later(wait, |act, ctx| act.look_for_abandoned(ctx));
-                }
-            }
-        }));
-    }
-}
-
-impl Handler<Wake> for Dispatcher {
-    type Result = ();
-
-    fn handle(&mut self, Wake(wakeup): Wake, ctx: &mut Self::Context) {
-        match wakeup {
-            // Listening again, after a failure perhaps: what waits is
-            // claimed now, not at the next round.
-            Wakeup::Listening => {
-                self.look_for_abandoned(ctx);
-                self.claim(ctx);
-            }
-            Wakeup::Jobs(org) => self.jobs_waiting(org, ctx),
-        }
-    }
-}
-
-impl Handler<ReleaseLeases> for Dispatcher {
-    type Result = ResponseFuture<()>;
-
-    /// Claims still under way finish first, so that none lands after the
-    /// release; then every lease of this node's goes.
-    fn handle(&mut self, _: ReleaseLeases, ctx: &mut Self::Context) -> Self::Result {
-        let (done, released) = tokio::sync::oneshot::channel();
-        if let Some(shared) = self.shared.as_mut() {
-            shared.stopped = true;
-            shared.listening = None;
-            let held = shared.leases.all();
-            shared.leases.release(held.iter().map(|lease| lease.org));
-        }
-        self.release_when_quiet(done, ctx);
-        Box::pin(async move {
-            let _ = released.await;
-        })
-    }
-}
-
-impl Dispatcher {
-    /// Releases every lease of this node's once no claim is under way.
-    fn release_when_quiet(
-        &mut self,
-        done: tokio::sync::oneshot::Sender<()>,
-        ctx: &mut Context<Self>,
-    ) {
-        let Some(shared) = self.shared.as_ref() else {
-            let _ = done.send(());
-            return;
-        };
-        if shared.pending > 0 {
-            ctx.run_later(SHORTEST_ROUND, move |act, ctx| {
-                act.release_when_quiet(done, ctx)
-            });
-            return;
-        }
-        let queue = shared.queue.clone();
-        let releasing = async move { queue.release_all().await };
-        ctx.spawn(releasing.into_actor(self).map(move |released, _, _| {
-            match released {
-                Ok(count) => tracing::info!(
-                    organizations = count,
-                    "released this node's delivery leases"
-                ),
-                Err(err) => tracing::warn!(
-                    error = %crate::telemetry::cause_chain(&err),
-                    "releasing this node's delivery leases failed; other nodes take them over when they run out"
-                ),
-            }
-            let _ = done.send(());
-        }));
-    }
 }

@@ -22,8 +22,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 #[derive(Debug, thiserror::Error)]
 pub enum TlsFileError {
     /// Only one of the two settings is set.
-    #[error("server.tls_cert_file and server.tls_key_file go together: set both or neither")]
-    HalfConfigured,
+    #[error(transparent)]
+    HalfConfigured(#[from] crate::config::HalfConfiguredTls),
     /// The file is missing, unreadable or not PEM.
     #[error("{setting} {}: {source}", .path.display())]
     Unreadable {

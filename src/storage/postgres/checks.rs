@@ -9,8 +9,8 @@ use uuid::Uuid;
 
 use super::batcher::{self, Queue};
 use super::connect::IoThread;
-use super::read::query;
 use super::rows;
+use super::transact::query;
 use super::transact::Database;
 use crate::ids::OrgId;
 use crate::storage::{Freshness, StoreError};

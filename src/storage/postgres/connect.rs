@@ -10,6 +10,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
+use super::error::SettingsError;
 use super::tls::Tls;
 use crate::storage::StoreError;
 
@@ -48,28 +49,6 @@ impl Settings {
             connect_timeout: Duration::from_millis(config.postgres_connect_timeout_ms.max(1)),
             statement_timeout: Duration::from_millis(config.postgres_statement_timeout_ms.max(1)),
         })
-    }
-}
-
-/// The settings could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum SettingsError {
-    /// The URL does not parse.
-    #[error("storage.postgres_url: {0}")]
-    Url(String),
-    /// The CA file named by `sslrootcert` cannot be read.
-    #[error("storage.postgres_url sslrootcert {path}: {reason}")]
-    RootCert {
-        /// The file.
-        path: String,
-        /// Why.
-        reason: String,
-    },
-}
-
-impl From<SettingsError> for StoreError {
-    fn from(err: SettingsError) -> Self {
-        StoreError::Config(err.to_string())
     }
 }
 

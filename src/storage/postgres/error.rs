@@ -58,3 +58,25 @@ pub fn from_pool(err: deadpool_postgres::PoolError) -> StoreError {
 pub fn timed_out(what: &str) -> StoreError {
     StoreError::Unavailable(format!("PostgreSQL did not answer {what} in time"))
 }
+
+/// The settings could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// The URL does not parse.
+    #[error("storage.postgres_url: {0}")]
+    Url(String),
+    /// The CA file named by `sslrootcert` cannot be read.
+    #[error("storage.postgres_url sslrootcert {path}: {reason}")]
+    RootCert {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl From<SettingsError> for StoreError {
+    fn from(err: SettingsError) -> Self {
+        StoreError::Config(err.to_string())
+    }
+}

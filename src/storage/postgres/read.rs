@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 
 use super::error::from_pg;
 use super::rows;
-use super::transact::prepared;
+use super::transact::query;
 use super::upkeep::Pass;
 use super::PgStore;
 use crate::domain::audit::AuditRecord;
@@ -20,16 +20,6 @@ use crate::ids::{AuditId, DeliveryId, LogId, OrgId, ResourceId, TokenId, UserId}
 use crate::storage::sealed::opened;
 use crate::storage::{Counts, Loaded, LogFilter, Page, StoreError, UserKey, Window, SCAN_LIMIT};
 use crate::time::Timestamp;
-
-/// Runs one query on `client`.
-pub async fn query(
-    client: &ClientWrapper,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<Vec<Row>, StoreError> {
-    let statement = prepared(client, sql).await?;
-    client.query(&statement, params).await.map_err(from_pg)
-}
 
 fn limit_plus_one(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX - 1) + 1

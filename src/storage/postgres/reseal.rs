@@ -5,8 +5,8 @@
 
 use super::batch::statements;
 use super::error::from_pg;
-use super::transact::finish_transaction;
-use super::{read, rows, PgStore};
+use super::transact::{finish_transaction, query};
+use super::{rows, PgStore};
 use crate::domain::change::Write;
 use crate::domain::org_state::Edit;
 use crate::secrets::{SealingKey, Secret};
@@ -30,7 +30,7 @@ impl PgStore {
                 client.batch_execute("BEGIN").await.map_err(from_pg)?;
                 let mut rekeyed = Rekeyed::default();
                 let mut writes = Vec::new();
-                for row in &read::query(client, &sql, &[]).await? {
+                for row in &query(client, &sql, &[]).await? {
                     let stored = rows::webhook(row)?;
                     if let Some(endpoint) = rekeyed.reseal(stored, from, to, replace_unreadable)? {
                         writes.push(Write::Edit(Edit::PutWebhook(endpoint)));

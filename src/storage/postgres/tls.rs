@@ -11,7 +11,7 @@ use futures_util::future::{self, Either, ErrInto, Ready, TryFutureExt};
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::connect::SettingsError;
+use super::error::SettingsError;
 
 /// An error of a TLS connection, as tokio-postgres takes them.
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -57,10 +57,8 @@ impl Database {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        self.with(what, async |client| {
-            super::read::query(client, sql, params).await
-        })
-        .await
+        self.with(what, async |client| query(client, sql, params).await)
+            .await
     }
 
     /// Commits `statements` in one transaction, in one round trip.
@@ -81,6 +79,16 @@ const MARGIN: Duration = Duration::from_millis(500);
 /// Takes a connection out of the pool for good.
 pub fn discard(client: Object) {
     drop(Object::take(client));
+}
+
+/// Runs one query on `client`.
+pub async fn query(
+    client: &ClientWrapper,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    let statement = prepared(client, sql).await?;
+    client.query(&statement, params).await.map_err(from_pg)
 }
 
 /// Prepares `sql` (once per connection).

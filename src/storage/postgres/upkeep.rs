@@ -15,8 +15,7 @@ use uuid::Uuid;
 
 use super::batcher::{self, Queue};
 use super::connect::IoThread;
-use super::read::query;
-use super::transact::Database;
+use super::transact::{query, Database};
 use crate::ids::OrgId;
 use crate::storage::StoreError;
 

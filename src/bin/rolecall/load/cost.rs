@@ -88,6 +88,10 @@ pub fn print(title: &str, cost: &Cost) {
             "statements per event",
             format!("{:.2} ({} in all)", statements.per_event, statements.total),
         ));
+        rows.push((
+            "WAL bytes per event",
+            format!("{:.0}", statements.wal_bytes_per_event),
+        ));
     }
     if let Some(why) = &cost.statements_unavailable {
         rows.push(("statements per event", format!("not counted: {why}")));
@@ -97,8 +101,15 @@ pub fn print(title: &str, cost: &Cost) {
     }
     table(title, &rows);
     if let Some(statements) = &cost.statements {
-        for statement in statements.by_statement.iter().take(10) {
-            println!("  {:>8.3}  {}", statement.per_event, statement.query);
+        println!("  per event: calls, exec µs, WAL bytes; statement");
+        for statement in statements.by_statement.iter().take(12) {
+            println!(
+                "  {:>8.3} {:>7.1} {:>7.0}  {}",
+                statement.per_event,
+                statement.exec_us_per_event,
+                statement.wal_bytes_per_event,
+                statement.query
+            );
         }
     }
 }

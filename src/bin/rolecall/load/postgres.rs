@@ -57,6 +57,10 @@ pub struct StatementCount {
     pub calls: i64,
     /// Executions per event.
     pub per_event: f64,
+    /// Time PostgreSQL spent executing them, in µs per event.
+    pub exec_us_per_event: f64,
+    /// WAL they wrote, in bytes per event.
+    pub wal_bytes_per_event: f64,
     /// The statement, as PostgreSQL normalizes it (shortened).
     pub query: String,
 }
@@ -68,12 +72,27 @@ pub struct Statements {
     pub total: i64,
     /// Statements per event.
     pub per_event: f64,
+    /// WAL the server wrote (all of it, whoever wrote it), in bytes per
+    /// event.
+    pub wal_bytes_per_event: f64,
     /// The statements by kind, most executed first.
     pub by_statement: Vec<StatementCount>,
 }
 
-/// Executions so far of each statement of the database, by query id.
-pub struct Snapshot(HashMap<i64, (i64, String)>);
+/// Executions so far of each statement of the database, by query id, and
+/// where the server's WAL stood.
+pub struct Snapshot {
+    statements: HashMap<i64, Executed>,
+    wal_at: f64,
+}
+
+/// What the executions of one statement so far cost.
+struct Executed {
+    calls: i64,
+    exec_ms: f64,
+    wal_bytes: f64,
+    query: String,
+}
 
 /// The statements of the database at `url` so far; `Err` saying why when
 /// `pg_stat_statements` cannot be read (not in `shared_preload_libraries`,
@@ -82,21 +101,34 @@ pub async fn snapshot(url: &str) -> Result<Snapshot, String> {
     let client = connect(url).await?;
     let rows = client
         .query(
-            "SELECT queryid, calls, query FROM pg_stat_statements \
+            "SELECT queryid, calls, total_exec_time, wal_bytes::float8, query \
+             FROM pg_stat_statements \
              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
              AND queryid IS NOT NULL AND query NOT LIKE '%pg_stat_statements%'",
             &[],
         )
         .await
         .map_err(|err| format!("pg_stat_statements: {err}"))?;
-    let mut counts = HashMap::new();
+    let mut statements = HashMap::new();
     for row in rows {
         let id: i64 = row.try_get(0).map_err(|e| e.to_string())?;
-        let calls: i64 = row.try_get(1).map_err(|e| e.to_string())?;
-        let query: String = row.try_get(2).unwrap_or_default();
-        counts.insert(id, (calls, query));
+        let executed = Executed {
+            calls: row.try_get(1).map_err(|e| e.to_string())?,
+            exec_ms: row.try_get(2).map_err(|e| e.to_string())?,
+            wal_bytes: row.try_get(3).map_err(|e| e.to_string())?,
+            query: row.try_get(4).unwrap_or_default(),
+        };
+        statements.insert(id, executed);
     }
-    Ok(Snapshot(counts))
+    let wal_at: f64 = client
+        .query_one(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8",
+            &[],
+        )
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(|err| format!("pg_current_wal_lsn: {err}"))?;
+    Ok(Snapshot { statements, wal_at })
 }
 
 /// Makes `pg_stat_statements` readable in the new database, if the server
@@ -114,15 +146,23 @@ pub async fn enable_statements(url: &str) -> Result<(), String> {
 pub fn statements_between(before: &Snapshot, after: &Snapshot, events: u64) -> Statements {
     let events = events.max(1) as f64;
     let mut by_statement: Vec<StatementCount> = after
-        .0
+        .statements
         .iter()
-        .filter_map(|(id, (calls, query))| {
-            let earlier = before.0.get(id).map_or(0, |(calls, _)| *calls);
-            let calls = calls - earlier;
+        .filter_map(|(id, now)| {
+            let (calls, exec_ms, wal_bytes) = match before.statements.get(id) {
+                Some(then) => (
+                    now.calls - then.calls,
+                    now.exec_ms - then.exec_ms,
+                    now.wal_bytes - then.wal_bytes,
+                ),
+                None => (now.calls, now.exec_ms, now.wal_bytes),
+            };
             (calls > 0).then(|| StatementCount {
                 calls,
                 per_event: calls as f64 / events,
-                query: shortened(query),
+                exec_us_per_event: exec_ms * 1000.0 / events,
+                wal_bytes_per_event: wal_bytes / events,
+                query: shortened(&now.query),
             })
         })
         .collect();
@@ -131,6 +171,7 @@ pub fn statements_between(before: &Snapshot, after: &Snapshot, events: u64) -> S
     Statements {
         total,
         per_event: total as f64 / events,
+        wal_bytes_per_event: (after.wal_at - before.wal_at) / events,
         by_statement,
     }
 }
@@ -208,16 +249,31 @@ mod tests {
     }
 
     #[test]
-    fn statements_are_counted_between_snapshots() {
-        let before = Snapshot(HashMap::from([(1, (10, "BEGIN".to_owned()))]));
-        let after = Snapshot(HashMap::from([
-            (1, (30, "BEGIN".to_owned())),
-            (2, (5, "INSERT  INTO\n outbox".to_owned())),
-        ]));
+    fn statements_and_wal_are_counted_between_snapshots() {
+        let executed = |calls, exec_ms, wal_bytes, query: &str| Executed {
+            calls,
+            exec_ms,
+            wal_bytes,
+            query: query.to_owned(),
+        };
+        let before = Snapshot {
+            statements: HashMap::from([(1, executed(10, 1.0, 0.0, "BEGIN"))]),
+            wal_at: 1000.0,
+        };
+        let after = Snapshot {
+            statements: HashMap::from([
+                (1, executed(30, 2.0, 0.0, "BEGIN")),
+                (2, executed(5, 4.0, 7000.0, "INSERT  INTO\n outbox")),
+            ]),
+            wal_at: 9000.0,
+        };
         let counted = statements_between(&before, &after, 10);
         assert_eq!(counted.total, 25);
         assert!((counted.per_event - 2.5).abs() < 1e-9);
+        assert!((counted.wal_bytes_per_event - 800.0).abs() < 1e-9);
         assert_eq!(counted.by_statement[0].query, "BEGIN");
+        assert!((counted.by_statement[0].exec_us_per_event - 100.0).abs() < 1e-9);
         assert_eq!(counted.by_statement[1].query, "INSERT INTO outbox");
+        assert!((counted.by_statement[1].wal_bytes_per_event - 700.0).abs() < 1e-9);
     }
 }

@@ -25,6 +25,9 @@ use crate::storage::postgres::{Lease, SharedQueue};
 use crate::storage::Store;
 use crate::time::Timestamp;
 
+mod sharing;
+pub use sharing::{ReleaseLeases, Wake};
+
 /// How long a failed read of the outbox waits before it is tried again.
 const READ_RETRY: Duration = Duration::from_secs(1);
 /// Jobs one move out of the database's memory takes at most (one
