@@ -31,7 +31,7 @@ const STEPS: &[(&str, &str)] = &[
         include_str!("migrations/0005_log_counts.sql"),
     ),
     (
-        "the read that marked each outbox row, for reads whose answer was lost",
+        "the read that marked each outbox row, for reads whose answer was lost; room for marks on outbox pages",
         include_str!("migrations/0006_claim_reads.sql"),
     ),
 ];
