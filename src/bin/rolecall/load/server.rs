@@ -1,6 +1,8 @@
 //! The server under test as a child process: `rolecall serve` of this same
 //! binary, on a free loopback port, so the load tool's client and sink never
-//! share a thread (or an allocator) with the server they measure.
+//! share a thread (or an allocator) with the server they measure. With
+//! `ROLECALL_LOAD_SERVER_BIN` set, that binary serves instead: two builds
+//! compared with one driver, one sink and one way of measuring.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,7 +26,10 @@ impl ServerProcess {
         env: &[(String, String)],
         scratch: bool,
     ) -> Result<(Self, Duration), String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let exe = match std::env::var_os("ROLECALL_LOAD_SERVER_BIN") {
+            Some(exe) => PathBuf::from(exe),
+            None => std::env::current_exe().map_err(|e| e.to_string())?,
+        };
         let port = free_port()?;
         let started = Instant::now();
         let child = Command::new(exe)
