@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use crate::admissions::Taken;
 use crate::domain::change::Write;
 use crate::domain::delivery::{Job, LogRecord};
 use crate::domain::org_state::{Edit, OrgState};
@@ -29,6 +30,16 @@ use crate::storage::{Durability, Store, StoreError};
 /// Where committed deliveries go: the dispatcher, and the delivery log's
 /// bookkeeping. Implemented by the delivery actors.
 pub trait Deliveries: Send + Sync {
+    /// New deliveries about to be committed: marks those the dispatcher
+    /// takes into memory at once, with no read of the outbox (on a queue
+    /// several nodes share, see [`crate::admissions`]).
+    fn take(&self, _writes: &mut [Write]) -> Option<Taken> {
+        None
+    }
+    /// The commit of deliveries marked by [`Deliveries::take`] failed, or
+    /// its answer was lost: their room is given back, and their
+    /// organizations' outbox read in case it landed.
+    fn not_committed(&self, _taken: Taken) {}
     /// New deliveries, now durable: schedule them.
     fn enqueue(&self, jobs: Vec<Job>);
     /// The endpoint of `org` was removed: drop its queued deliveries.
@@ -111,7 +122,16 @@ impl CommitPath {
         if let Some(snapshot) = &change.snapshot {
             writes.push(Write::OrgRevision(snapshot.id(), snapshot.revision));
         }
-        let writes = self.store.commit(writes).await?;
+        let taken = self.deliveries.take(&mut writes);
+        let writes = match self.store.commit(writes).await {
+            Ok(writes) => writes,
+            Err(err) => {
+                if let Some(taken) = taken {
+                    self.deliveries.not_committed(taken);
+                }
+                return Err(err);
+            }
+        };
         self.published(&writes, change.snapshot);
         Ok(())
     }

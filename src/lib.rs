@@ -48,6 +48,7 @@
 
 pub mod accounts;
 pub mod actors;
+pub mod admissions;
 pub mod commit;
 pub mod config;
 pub mod dashboard;

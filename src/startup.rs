@@ -25,6 +25,7 @@ use crate::actors::log::LogActor;
 use crate::actors::messages::{AttemptFinished, Deliver, Drain};
 use crate::actors::registry::Registry;
 use crate::actors::role_expiry::RoleExpiry;
+use crate::admissions::Admissions;
 use crate::commit::{Commit, CommitPath};
 use crate::config::Config;
 use crate::dashboard;
@@ -138,11 +139,19 @@ impl Application {
         let dispatching = Context::<Dispatcher>::new();
         let dispatcher = dispatching.address();
         let logging = Context::<LogActor>::new();
+        let hooks = &config.webhooks;
+        let queue = store.shared_queue(hooks.lease());
+        let admissions = queue
+            .as_ref()
+            .map(|queue| Arc::new(Admissions::new(queue.lost_reads())));
         let handoff = Handoff {
             enqueue: dispatcher.clone().recipient(),
             drop_org: dispatcher.clone().recipient(),
             touched: logging.address().recipient(),
             metrics: metrics.clone(),
+            admissions: admissions
+                .clone()
+                .map(|admissions| (admissions, dispatcher.clone().recipient())),
         };
         let commit = Arc::new(CommitPath::new(
             store.clone(),
@@ -150,7 +159,6 @@ impl Application {
             accounts.clone(),
             Arc::new(handoff),
         ));
-        let hooks = &config.webhooks;
         let log = logging.run(LogActor::new(
             commit.clone(),
             metrics.clone(),
@@ -170,14 +178,14 @@ impl Application {
             deliverers,
             log.clone().recipient(),
         );
-        if let Some(queue) = store.shared_queue(hooks.lease()) {
+        if let (Some(queue), Some(admissions)) = (queue, admissions) {
             if hooks.lease() < hooks.attempt_timeout() * 3 {
                 tracing::warn!(
                     lease_ms = hooks.lease_ms, attempt_timeout_ms = hooks.attempt_timeout_ms,
                     "webhooks.lease_ms is under three attempt timeouts: a node whose renewals are late may still have attempts in flight when another takes its organizations over"
                 );
             }
-            dispatcher = dispatcher.sharing(queue, log.clone().recipient());
+            dispatcher = dispatcher.sharing(queue, log.clone().recipient(), admissions);
         }
         let dispatcher = dispatching.run(dispatcher);
 

@@ -130,6 +130,29 @@ impl Backlog {
         false
     }
 
+    /// A new job a commit marked held under this node's lease: held,
+    /// whatever the window (its room was set aside when the commit took
+    /// it). Whether it was not held already.
+    pub fn hold(&mut self, job: &Job) -> bool {
+        let entry = self.orgs.entry(job.organization_id).or_default();
+        entry.cursor = entry.cursor.max(Some(job.delivery_id));
+        entry.held.insert(job.delivery_id)
+    }
+
+    /// Whether nothing of `org` waits in the outbox or is being read or
+    /// moved: its new jobs may then be held at once, in order.
+    pub fn quiet(&self, org: OrgId) -> bool {
+        self.orgs
+            .get(&org)
+            .is_none_or(|entry| !entry.on_disk && !entry.reading && !entry.spilling)
+    }
+
+    /// How many more jobs `org` may hold.
+    pub fn room(&self, org: OrgId) -> usize {
+        let held = self.orgs.get(&org).map_or(0, |entry| entry.held.len());
+        self.window.saturating_sub(held)
+    }
+
     /// `org`'s held job `id` finished: its place is free.
     pub fn released(&mut self, org: OrgId, id: DeliveryId) {
         if let Some(entry) = self.orgs.get_mut(&org) {

@@ -5,6 +5,7 @@
 //! part.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -12,6 +13,7 @@ use actix::prelude::*;
 use crate::actors::backlog::Read;
 use crate::actors::leases::Leases;
 use crate::actors::messages::FlushLog;
+use crate::admissions::Admissions;
 use crate::domain::delivery::Job;
 use crate::ids::{DeliveryId, OrgId};
 use crate::storage::postgres::{Lease, Listening, SharedQueue};
@@ -77,13 +79,19 @@ pub struct Shared {
     pub(in crate::actors) listening: Option<Listening>,
     /// Every lease was released at shutdown: nothing more is claimed.
     pub(in crate::actors) stopped: bool,
+    /// The room offered to commits for new jobs held at once.
+    pub(in crate::actors) admissions: Arc<Admissions>,
     /// When a failed claim, renewal or look is tried again.
     pub(in crate::actors) retry: Retry,
 }
 
 impl Shared {
     /// The state for delivering on `queue`.
-    pub fn new(queue: SharedQueue, flush: Recipient<FlushLog>) -> Self {
+    pub fn new(
+        queue: SharedQueue,
+        flush: Recipient<FlushLog>,
+        admissions: Arc<Admissions>,
+    ) -> Self {
         let lease = queue.lease();
         Shared {
             leases: Leases::new(lease, round(lease)),
@@ -96,6 +104,7 @@ impl Shared {
             reading: false,
             listening: None,
             stopped: false,
+            admissions,
             retry: Retry::new(),
         }
     }

@@ -167,6 +167,22 @@ pub struct Job {
     pub due_at: Timestamp,
     /// When the event was queued.
     pub created_at: Timestamp,
+    /// On a queue several nodes share: the committing node takes this new
+    /// job into memory at once, under its lease (never stored on sled).
+    #[serde(skip)]
+    pub held_under: Option<HeldUnder>,
+}
+
+/// The lease a committing node holds a new job under, and the number of
+/// the commit that marks its row so: the row carries both, so no read of
+/// that lease takes it again (see `outbox.claim` in the PostgreSQL
+/// schema).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldUnder {
+    /// The lease's epoch.
+    pub epoch: i64,
+    /// The commit's number: read again when its answer was lost.
+    pub mark: i64,
 }
 
 impl Job {
@@ -181,6 +197,7 @@ impl Job {
             attempts_made: 0,
             due_at: now,
             created_at: now,
+            held_under: None,
         }
     }
 
@@ -196,6 +213,7 @@ impl Job {
             attempts_made: 0,
             due_at: now,
             created_at: now,
+            held_under: None,
         }
     }
 

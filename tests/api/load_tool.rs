@@ -10,6 +10,10 @@ use serde_json::Value;
 /// A run small enough for a test: 300 events over 3 organizations.
 const SMALL: &[&str] = &["--events", "300", "--orgs", "3", "--concurrency", "8"];
 
+/// Held by each test that runs the load tool on PostgreSQL: one checks that
+/// the tool drops the database it made, by the databases it sees.
+static ON_POSTGRES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Runs `rolecall load <args> --json <file>` (no `ROLECALL_*` settings of
 /// this environment) and answers the JSON report.
 async fn load(args: &[&str]) -> Value {
@@ -137,6 +141,7 @@ async fn on_two_postgres_nodes_the_burst_loses_nothing_and_reports_its_cost_per_
     let Some(url) = postgres_url("load_tool on two nodes") else {
         return;
     };
+    let _alone = ON_POSTGRES.lock().await;
     // Two nodes on the run's database, the requests spread over them.
     let before = load_databases(&url);
     let on_postgres = [
@@ -195,6 +200,7 @@ async fn on_postgres_background_work_never_takes_the_connections_requests_need()
     let Some(url) = postgres_url("load_tool::background_work") else {
         return;
     };
+    let _alone = ON_POSTGRES.lock().await;
     let on_postgres = ["--backend", "postgres", "--postgres-url", &url];
     let burst = [
         "--scenario",

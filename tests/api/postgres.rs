@@ -150,10 +150,13 @@ async fn the_database_itself_keeps_owner_immutable_and_member_undeletable() {
 }
 
 /// A TCP proxy to PostgreSQL that can cut every connection and refuse new
-/// ones, then let them through again.
+/// ones, then let them through again; or mute the server once a client
+/// sends given bytes: what clients send still arrives, what the server
+/// answers is dropped.
 struct Proxy {
     port: u16,
     open: Arc<AtomicBool>,
+    muted: Arc<Muting>,
     connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
@@ -162,17 +165,18 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let open = Arc::new(AtomicBool::new(true));
+        let muted = Arc::new(Muting::default());
         let connections = Arc::new(Mutex::new(Vec::new()));
-        let (is_open, tracked) = (open.clone(), connections.clone());
+        let (is_open, is_muted, tracked) = (open.clone(), muted.clone(), connections.clone());
         tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
+            while let Ok((client, _)) = listener.accept().await {
                 if !is_open.load(Ordering::SeqCst) {
                     continue; // dropped: the connection is refused
                 }
-                let upstream = upstream.clone();
+                let (upstream, muted) = (upstream.clone(), is_muted.clone());
                 let task = tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(&upstream).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    if let Ok(server) = TcpStream::connect(&upstream).await {
+                        relay(client, server, muted).await;
                     }
                 });
                 tracked.lock().expect("tracked").push(task.abort_handle());
@@ -181,6 +185,7 @@ impl Proxy {
         Proxy {
             port,
             open,
+            muted,
             connections,
         }
     }
@@ -193,7 +198,74 @@ impl Proxy {
     }
 
     fn restore(&self) {
+        *self.muted.after.lock().expect("muting") = None;
+        self.muted.now.store(false, Ordering::SeqCst);
         self.open.store(true, Ordering::SeqCst);
+    }
+
+    /// The server's answers are dropped once a client sends `bytes` (until
+    /// restored).
+    fn mute_after(&self, bytes: &[u8]) {
+        *self.muted.after.lock().expect("muting") = Some(bytes.to_vec());
+    }
+}
+
+/// When the proxy drops the server's answers.
+#[derive(Default)]
+struct Muting {
+    /// Dropped now.
+    now: AtomicBool,
+    /// Dropped once a client sends these bytes.
+    after: Mutex<Option<Vec<u8>>>,
+}
+
+impl Muting {
+    /// A client sent `bytes`.
+    fn sent(&self, bytes: &[u8]) {
+        let after = self.after.lock().expect("muting");
+        if let Some(pattern) = after.as_deref() {
+            if bytes.windows(pattern.len()).any(|window| window == pattern) {
+                self.now.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// Relays `client` to `server` and back, dropping the server's bytes while
+/// `muted`.
+async fn relay(client: TcpStream, server: TcpStream, muted: Arc<Muting>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut client_reads, mut client_writes) = client.into_split();
+    let (mut server_reads, mut server_writes) = server.into_split();
+    let up = async {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let n = match client_reads.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            muted.sent(&buffer[..n]);
+            if server_writes.write_all(&buffer[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    let down = async {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            let n = match server_reads.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let muted = muted.now.load(Ordering::SeqCst);
+            if !muted && client_writes.write_all(&buffer[..n]).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = up => {}
+        () = down => {}
     }
 }
 
@@ -407,6 +479,148 @@ async fn after_each_of_five_blips_deliveries_resume_within_seconds() {
         .map(|r| r.title())
         .collect();
     assert_eq!(titles.len(), 20, "{titles:?}");
+}
+
+/// Issue 30: a job committed on the node that holds its organization's
+/// lease, while nothing of the organization waits in the outbox, goes
+/// straight into that node's memory, its outbox row marked held in its own
+/// insert (no read marks it again: the row has one version, written by the
+/// transaction that wrote the task). The organization's first job, before
+/// the lease was held, was read and marked by a later statement.
+#[actix_web::test]
+async fn a_job_committed_under_the_lease_is_held_without_a_read() {
+    let Some((url, _engine, dir)) = database("postgres::held_at_once") else {
+        return;
+    };
+    let data_dir = dir.path().display().to_string();
+    let app = spawn_app_with(&[
+        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
+        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+        ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "5000"),
+    ])
+    .await;
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    // Each attempt takes 1.5 s: the rows stay in the outbox meanwhile.
+    receiver.set(Behavior::slow(Duration::from_millis(1500)));
+    for (n, title) in ["first", "second"].into_iter().enumerate() {
+        app.post(
+            &org.path("/tasks"),
+            &org.owner_token,
+            json!({"title": title}),
+        )
+        .await
+        .expect(201);
+        // In flight: the first was read under the lease its commit claimed.
+        receiver.wait_for(n + 2, Duration::from_secs(5)).await;
+    }
+    let marks = |title: &'static str| {
+        on_database(&url, move |client| async move {
+            let row = client
+                .query_one(
+                    "SELECT o.xmin = r.xmin, o.claim IS NOT NULL AND o.claim_read IS NOT NULL \
+                       FROM outbox o JOIN resources r \
+                         ON r.organization_id = o.organization_id \
+                        AND r.id::text = o.body->'data'->>'id' \
+                      WHERE o.body->'data'->>'title' = $1",
+                    &[&title],
+                )
+                .await
+                .expect("the job's row, still in the outbox");
+            (row.get::<_, bool>(0), row.get::<_, bool>(1))
+        })
+    };
+    assert_eq!(marks("first"), (false, true), "read, then marked");
+    assert_eq!(marks("second"), (true, true), "marked held in its insert");
+    // Both delivered once, each with its log record.
+    receiver.set(Behavior::ok());
+    let log = eventually(Duration::from_secs(10), "both attempts logged", || async {
+        let log = app.deliveries(&org, "&event=task.created").await;
+        (log.len() == 2).then_some(log)
+    })
+    .await;
+    assert!(
+        log.iter().all(|r| r["outcome"] == json!("succeeded")),
+        "{log:?}"
+    );
+    let titles: Vec<String> = receiver
+        .received()
+        .iter()
+        .filter(|r| r.json()["event"] == json!("task.created"))
+        .map(|r| r.title())
+        .collect();
+    assert_eq!(titles, ["first", "second"]);
+}
+
+/// Issue 30: a commit whose answer is lost (the server's reply never comes
+/// back; the create answers 503) may have landed, with its job marked held
+/// under this node's lease. The node reads that commit's rows again: the
+/// event is delivered within seconds of the database's return, not once
+/// the lease changes hands (30 s here).
+#[actix_web::test]
+async fn a_job_whose_commit_answer_was_lost_is_still_delivered() {
+    let Some((app, proxy, _database)) = behind_proxy("postgres::lost_commit", "2000").await else {
+        return;
+    };
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    app.post(
+        &org.path("/tasks"),
+        &org.owner_token,
+        json!({"title": "before"}),
+    )
+    .await
+    .expect(201);
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    // The lease is held and nothing waits: the next job is held at once.
+    // Its commit reaches the server; the answer does not come back.
+    proxy.mute_after(b"answer lost");
+    let lost = app
+        .post(
+            &org.path("/tasks"),
+            &org.owner_token,
+            json!({"title": "answer lost"}),
+        )
+        .await;
+    lost.problem(503, "STORAGE_UNAVAILABLE");
+    proxy.cut();
+    proxy.restore();
+    eventually(Duration::from_secs(10), "ready again", || async {
+        (readyz(&app).await.status == 200).then_some(())
+    })
+    .await;
+    // The commit landed although its answer did not: the task exists...
+    let tasks = app
+        .get(&org.path("/tasks"), &org.owner_token)
+        .await
+        .expect(200);
+    assert!(
+        tasks.json()["items"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|t| t["title"] == json!("answer lost"))),
+        "{}",
+        tasks.json()
+    );
+    // ...and its event is delivered, within seconds.
+    eventually(
+        Duration::from_secs(5),
+        "the event of the lost answer delivered",
+        || async {
+            receiver
+                .received()
+                .iter()
+                .any(|r| r.title() == "answer lost")
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// `url` (a `postgres://` URL on TCP) as libpq's key=value settings that

@@ -7,6 +7,7 @@
 //! share one queue, it delivers only the organizations whose leases it
 //! holds ([`super::shared`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -18,6 +19,7 @@ use crate::actors::messages::{
     AppendLog, AttemptFinished, Deliver, Drain, DropOrg, Enqueue, FlushLog,
 };
 use crate::actors::shared::Shared;
+use crate::admissions::Admissions;
 use crate::domain::change::Write;
 use crate::domain::delivery::{next_step, AttemptOutcome, Job, LogRecord, NextStep};
 use crate::ids::{DeliveryId, OrgId};
@@ -86,8 +88,13 @@ impl Dispatcher {
     /// Delivers on `queue`, shared with other nodes: only the
     /// organizations whose leases this node holds; `flush` makes recorded
     /// outcomes durable before a lease is given up.
-    pub fn sharing(mut self, queue: SharedQueue, flush: Recipient<FlushLog>) -> Self {
-        self.shared = Some(Shared::new(queue, flush));
+    pub fn sharing(
+        mut self,
+        queue: SharedQueue,
+        flush: Recipient<FlushLog>,
+        admissions: Arc<Admissions>,
+    ) -> Self {
+        self.shared = Some(Shared::new(queue, flush, admissions));
         self
     }
 
@@ -197,6 +204,7 @@ impl Dispatcher {
         self.pump();
         self.spill_backlog(read.org, ctx);
         self.read_backlog(read.org, ctx);
+        self.offer_room(read.org);
     }
 
     /// Moves the cold part of `org`'s backlog out of the database's memory
@@ -268,6 +276,7 @@ impl Dispatcher {
     fn released(&mut self, org: OrgId, id: DeliveryId, ctx: &mut Context<Self>) {
         self.backlog.released(org, id);
         self.read_backlog(org, ctx);
+        self.offer_room(org);
     }
 
     /// Records an attempt and decides the job's fate: done, or attempted
@@ -380,7 +389,7 @@ impl Handler<Enqueue> for Dispatcher {
     /// room, else they wait in the outbox and are read in their turn.
     fn handle(&mut self, Enqueue(jobs): Enqueue, ctx: &mut Self::Context) {
         if self.shared.is_some() {
-            self.committed(&jobs, ctx);
+            self.committed(jobs, ctx);
             return;
         }
         for job in jobs {
@@ -466,6 +475,9 @@ impl Handler<Drain> for Dispatcher {
 
     fn handle(&mut self, _: Drain, _: &mut Self::Context) -> Self::Result {
         self.draining = true;
+        if let Some(shared) = &self.shared {
+            shared.admissions.withdraw_all();
+        }
         let (tx, rx) = oneshot::channel();
         self.drained.push(tx);
         self.notify_if_drained();

@@ -59,12 +59,64 @@ impl Dispatcher {
         self.look_for_abandoned(ctx);
     }
 
-    /// New jobs were committed here: each organization's are read, or its
-    /// lease claimed. The jobs themselves wait in the outbox until then.
-    pub(super) fn committed(&mut self, jobs: &[Job], ctx: &mut Context<Self>) {
-        let orgs: BTreeSet<OrgId> = jobs.iter().map(|job| job.organization_id).collect();
-        for org in orgs {
+    /// New jobs were committed here. Those the commit marked held under
+    /// this node's lease are held at once (no read); each organization's
+    /// others are read, or its lease claimed, and wait in the outbox until
+    /// then. A job marked under a lease given up meanwhile waits for the
+    /// next holder, whose reads take it (its epoch is another).
+    pub(super) fn committed(&mut self, jobs: Vec<Job>, ctx: &mut Context<Self>) {
+        let mut touched = BTreeSet::new();
+        let mut waiting = BTreeSet::new();
+        for mut job in jobs {
+            let org = job.organization_id;
+            touched.insert(org);
+            let Some(shared) = self.shared.as_ref() else {
+                return;
+            };
+            let Some(held) = job.held_under.take() else {
+                waiting.insert(org);
+                continue;
+            };
+            shared.admissions.arrived(org);
+            let holding = shared
+                .leases
+                .of(org)
+                .is_some_and(|lease| lease.epoch == held.epoch);
+            if holding && !self.draining && !shared.stopped {
+                if self.backlog.hold(&job) {
+                    self.schedule(job, ctx);
+                }
+            } else {
+                waiting.insert(org);
+            }
+        }
+        for org in waiting {
             self.jobs_waiting(org, ctx);
+        }
+        for org in touched {
+            self.offer_room(org);
+        }
+        self.pump();
+    }
+
+    /// Offers commits the room `org` has for new jobs held at once, while
+    /// its lease is held and trusted and nothing of it waits in the outbox
+    /// (so they start in order); else withdraws the offer.
+    pub(super) fn offer_room(&mut self, org: OrgId) {
+        let Some(shared) = self.shared.as_ref() else {
+            return;
+        };
+        let lease = shared.leases.of(org).filter(|_| {
+            !self.draining
+                && !shared.stopped
+                && shared.leases.trusted(org, Instant::now())
+                && self.backlog.quiet(org)
+        });
+        match lease {
+            Some(lease) => shared
+                .admissions
+                .offer(org, lease.epoch, self.backlog.room(org)),
+            None => shared.admissions.withdraw(org),
         }
     }
 
@@ -77,6 +129,7 @@ impl Dispatcher {
             return;
         }
         if shared.leases.want(org).is_some() {
+            shared.admissions.withdraw(org);
             self.backlog.more_on_disk(org);
             self.read_backlog(org, ctx);
         } else {
@@ -231,6 +284,9 @@ impl Dispatcher {
     /// (they wait in the outbox for the next holder); attempts in flight
     /// finish and are recorded.
     pub(super) fn lose(&mut self, org: OrgId) {
+        if let Some(shared) = &self.shared {
+            shared.admissions.withdraw(org);
+        }
         let dropped = self.queue.drop_org(org).len();
         self.backlog.forget(org);
         let in_flight = self.queue.in_flight_of(org);
@@ -292,7 +348,9 @@ impl Dispatcher {
             .into_iter()
             .map(|lease| lease.org)
             .filter(|org| {
-                backlog.idle(*org) && !shared.in_flight.values().any(|lease| lease.org == *org)
+                backlog.idle(*org)
+                    && !shared.in_flight.values().any(|lease| lease.org == *org)
+                    && shared.admissions.withdraw_if_idle(*org)
             })
             .collect();
         if idle.is_empty() {
@@ -395,6 +453,7 @@ impl Handler<ReleaseLeases> for Dispatcher {
         let (done, released) = tokio::sync::oneshot::channel();
         if let Some(shared) = self.shared.as_mut() {
             shared.stopped = true;
+            shared.admissions.withdraw_all();
             shared.listening = None;
             let held = shared.leases.all();
             shared.leases.release(held.iter().map(|lease| lease.org));

@@ -195,14 +195,18 @@ rows!(ResourceDeletes = "DELETE FROM resources WHERE (organization_id, kind, id)
      (SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]))";
     { org: Uuid, kind: &'static str, id: Uuid });
 
-rows!(Jobs = "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, created_at) \
-     SELECT o, d, e, b::json, a, du, c FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], \
-     $5::int2[], $6::timestamptz[], $7::timestamptz[]) AS t(o, d, e, b, a, du, c) \
+// A new job the committing node holds at once is marked held by its lease
+// (`claim`, `claim_read`) in its insert; an update keeps the row's marks.
+rows!(Jobs = "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, \
+     created_at, claim, claim_read) \
+     SELECT o, d, e, b::json, a, du, c, cl, cr FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], \
+     $5::int2[], $6::timestamptz[], $7::timestamptz[], $8::int8[], $9::int8[]) \
+     AS t(o, d, e, b, a, du, c, cl, cr) \
      ON CONFLICT (organization_id, delivery_id) DO UPDATE SET event = EXCLUDED.event, \
      body = EXCLUDED.body, attempts_made = EXCLUDED.attempts_made, due_at = EXCLUDED.due_at, \
      created_at = EXCLUDED.created_at";
     { org: Uuid, delivery: Uuid, event: String, body: String, attempts_made: i16,
-      due_at: SystemTime, created_at: SystemTime });
+      due_at: SystemTime, created_at: SystemTime, claim: Option<i64>, claim_read: Option<i64> });
 
 rows!(JobDeletes = "DELETE FROM outbox WHERE (organization_id, delivery_id) IN \
      (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, delivery: Uuid });
@@ -407,6 +411,8 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             j.attempts_made.push(i16::from(job.attempts_made));
             j.due_at.push(time(job.due_at));
             j.created_at.push(time(job.created_at));
+            j.claim.push(job.held_under.map(|held| held.epoch));
+            j.claim_read.push(job.held_under.map(|held| held.mark));
         }
         Write::DeleteJob(org, id) => {
             t.job_deletes.org.push(org.0);

@@ -82,6 +82,12 @@ impl SharedQueue {
         }
     }
 
+    /// The numbers of this node's reads and commits that mark rows, and
+    /// of those whose answer was lost.
+    pub fn lost_reads(&self) -> Arc<LostReads> {
+        self.lost.clone()
+    }
+
     /// This run's node id.
     pub fn node(&self) -> Uuid {
         self.node

@@ -41,6 +41,7 @@ use transact::{finish_transaction, prepared, Database};
 pub use connect::{with_database, Settings};
 pub use import::Import;
 pub use leases::{Lease, Listening, SharedQueue, Wakeup};
+pub use lost_reads::LostReads;
 pub use migrate::Migrated;
 
 /// Two pools of connections to one database, and its group commit.

@@ -255,6 +255,7 @@ pub fn job(row: &Row) -> Result<Job, StoreError> {
         attempts_made: get::<i16>(row, "attempts_made")? as u8,
         due_at: at(row, "due_at")?,
         created_at: at(row, "created_at")?,
+        held_under: None,
     })
 }
 

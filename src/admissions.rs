@@ -1,0 +1,271 @@
+//! New jobs the commit path may hand straight to the dispatcher's memory
+//! on a queue several nodes share, with no read of the outbox: those of
+//! an organization whose lease this node holds and that is quiet here
+//! (nothing of it waiting in the outbox, room in its window). The
+//! dispatcher offers each such organization its room; a commit takes from
+//! it and marks the rows held under the lease in their insert, so no read
+//! takes them again. A commit that fails gives its room back, and its
+//! number is read again in case the commit landed after all.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use crate::domain::change::Write;
+use crate::domain::delivery::HeldUnder;
+use crate::ids::OrgId;
+use crate::storage::postgres::LostReads;
+
+/// One organization's offer.
+#[derive(Debug, Default)]
+struct Offer {
+    /// The lease's epoch.
+    epoch: i64,
+    /// Jobs a commit may still take.
+    left: usize,
+    /// Jobs taken by commits whose jobs have not reached the dispatcher.
+    in_transit: usize,
+}
+
+/// The offers, shared by the commit path and the dispatcher.
+#[derive(Debug)]
+pub struct Admissions {
+    offers: Mutex<HashMap<OrgId, Offer>>,
+    numbers: Arc<LostReads>,
+}
+
+/// What one commit took: given back if it fails.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// The commit's number.
+    mark: i64,
+    /// Organizations and how many jobs of each.
+    orgs: Vec<(OrgId, usize)>,
+}
+
+impl Taken {
+    /// The organizations whose jobs the commit took.
+    pub fn orgs(&self) -> impl Iterator<Item = OrgId> + '_ {
+        self.orgs.iter().map(|(org, _)| *org)
+    }
+}
+
+impl Admissions {
+    /// No offers yet; commits are numbered by `numbers`, which also holds
+    /// the numbers of commits that failed.
+    pub fn new(numbers: Arc<LostReads>) -> Self {
+        Admissions {
+            offers: Mutex::new(HashMap::new()),
+            numbers,
+        }
+    }
+
+    /// Commit path: marks the new jobs among `writes` that their
+    /// organizations' offers have room for as held under their leases.
+    pub fn take(&self, writes: &mut [Write]) -> Option<Taken> {
+        let mut offers = self.lock();
+        if offers.is_empty() {
+            return None;
+        }
+        let mark = self.numbers.number();
+        let mut taken: Vec<(OrgId, usize)> = Vec::new();
+        for write in writes.iter_mut() {
+            let Write::PutJob(job) = write else { continue };
+            if job.attempts_made != 0 || job.held_under.is_some() {
+                continue;
+            }
+            let Some(offer) = offers.get_mut(&job.organization_id) else {
+                continue;
+            };
+            if offer.left == 0 {
+                continue;
+            }
+            offer.left -= 1;
+            offer.in_transit += 1;
+            job.held_under = Some(HeldUnder {
+                epoch: offer.epoch,
+                mark,
+            });
+            match taken
+                .iter_mut()
+                .find(|(org, _)| *org == job.organization_id)
+            {
+                Some((_, count)) => *count += 1,
+                None => taken.push((job.organization_id, 1)),
+            }
+        }
+        (!taken.is_empty()).then_some(Taken { mark, orgs: taken })
+    }
+
+    /// Commit path: the commit that took `taken` failed. Its room is given
+    /// back; its rows are read again if it landed after all.
+    pub fn failed(&self, taken: &Taken) {
+        self.numbers.failed(taken.mark, Instant::now());
+        let mut offers = self.lock();
+        for (org, count) in &taken.orgs {
+            if let Some(offer) = offers.get_mut(org) {
+                offer.in_transit = offer.in_transit.saturating_sub(*count);
+            }
+        }
+    }
+
+    /// Dispatcher: a job taken for `org` arrived.
+    pub fn arrived(&self, org: OrgId) {
+        if let Some(offer) = self.lock().get_mut(&org) {
+            offer.in_transit = offer.in_transit.saturating_sub(1);
+        }
+    }
+
+    /// Dispatcher: `org`, held under `epoch`, has room for `room` more
+    /// jobs (those in transit included).
+    pub fn offer(&self, org: OrgId, epoch: i64, room: usize) {
+        let mut offers = self.lock();
+        let offer = offers.entry(org).or_default();
+        offer.epoch = epoch;
+        offer.left = room.saturating_sub(offer.in_transit);
+    }
+
+    /// Dispatcher: no more jobs of `org` go straight to memory (those in
+    /// transit still arrive).
+    pub fn withdraw(&self, org: OrgId) {
+        let mut offers = self.lock();
+        if let Some(offer) = offers.get_mut(&org) {
+            offer.left = 0;
+            if offer.in_transit == 0 {
+                offers.remove(&org);
+            }
+        }
+    }
+
+    /// Dispatcher: withdraws `org`'s offer unless jobs taken by a commit
+    /// are on their way; whether it did (the organization is idle here).
+    pub fn withdraw_if_idle(&self, org: OrgId) -> bool {
+        let mut offers = self.lock();
+        match offers.get(&org) {
+            Some(offer) if offer.in_transit > 0 => false,
+            _ => {
+                offers.remove(&org);
+                true
+            }
+        }
+    }
+
+    /// Dispatcher: nothing more goes straight to memory (shutting down).
+    pub fn withdraw_all(&self) {
+        let mut offers = self.lock();
+        offers.retain(|_, offer| {
+            offer.left = 0;
+            offer.in_transit > 0
+        });
+    }
+
+    /// Jobs of `org` on their way from a commit.
+    pub fn in_transit(&self, org: OrgId) -> usize {
+        self.lock().get(&org).map_or(0, |offer| offer.in_transit)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<OrgId, Offer>> {
+        // The offers stay consistent whatever panicked while holding them.
+        self.offers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::delivery::Job;
+    use crate::domain::event::EventKind;
+
+    fn new_jobs(org: OrgId, n: usize) -> Vec<Write> {
+        (0..n)
+            .map(|_| Write::PutJob(Job::new(org, EventKind::TaskCreated, b"{}".to_vec())))
+            .collect()
+    }
+
+    fn held(writes: &[Write]) -> Vec<Option<HeldUnder>> {
+        writes
+            .iter()
+            .map(|w| match w {
+                Write::PutJob(job) => job.held_under,
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_commit_takes_what_the_offer_has_room_for_and_gives_it_back_on_failure() {
+        let admissions = Admissions::new(Arc::default());
+        let (org, other) = (OrgId::generate(), OrgId::generate());
+        let mut writes = new_jobs(org, 3);
+        assert_eq!(
+            admissions.take(&mut writes),
+            None,
+            "no offer, nothing taken"
+        );
+        assert_eq!(held(&writes), [None, None, None]);
+
+        admissions.offer(org, 7, 2);
+        let mut writes = new_jobs(org, 3);
+        writes.extend(new_jobs(other, 1));
+        let Some(taken) = admissions.take(&mut writes) else {
+            panic!("nothing taken");
+        };
+        let marks = held(&writes);
+        let Some(HeldUnder { mark, .. }) = marks[0] else {
+            panic!("not held");
+        };
+        assert_eq!(
+            marks,
+            [
+                Some(HeldUnder { epoch: 7, mark }),
+                Some(HeldUnder { epoch: 7, mark }),
+                None,
+                None
+            ]
+        );
+        assert_eq!(taken.orgs().collect::<Vec<_>>(), [org]);
+        assert_eq!(admissions.in_transit(org), 2);
+
+        // The room in transit counts against a new offer.
+        admissions.offer(org, 7, 3);
+        let mut more = new_jobs(org, 2);
+        admissions.take(&mut more);
+        assert_eq!(
+            held(&more)[1],
+            None,
+            "one place left of 3 with 2 in transit"
+        );
+
+        admissions.failed(&taken);
+        assert_eq!(admissions.in_transit(org), 1);
+        assert_eq!(admissions.numbers.to_take_again(Instant::now()), [mark]);
+    }
+
+    #[test]
+    fn a_withdrawn_offer_takes_nothing_but_its_jobs_in_transit_still_arrive() {
+        let admissions = Admissions::new(Arc::default());
+        let org = OrgId::generate();
+        admissions.offer(org, 1, 10);
+        let mut writes = new_jobs(org, 1);
+        assert!(admissions.take(&mut writes).is_some());
+        admissions.withdraw(org);
+        let mut later = new_jobs(org, 1);
+        assert_eq!(admissions.take(&mut later), None);
+        assert_eq!(admissions.in_transit(org), 1);
+        admissions.arrived(org);
+        assert_eq!(admissions.in_transit(org), 0);
+        admissions.withdraw_all();
+        assert!(admissions.lock().is_empty());
+    }
+
+    #[test]
+    fn retries_and_marked_jobs_are_never_taken() {
+        let admissions = Admissions::new(Arc::default());
+        let org = OrgId::generate();
+        admissions.offer(org, 1, 10);
+        let mut retry = Job::new(org, EventKind::TaskCreated, b"{}".to_vec());
+        retry.attempts_made = 1;
+        let mut writes = vec![Write::PutJob(retry)];
+        assert_eq!(admissions.take(&mut writes), None);
+    }
+}
