@@ -65,7 +65,10 @@ impl Leases {
         }
         if let Some(again) = self.releasing.get_mut(&org) {
             *again = true;
-        } else if !self.claiming.contains(&org) {
+        } else {
+            // Also while a claim of it is under way: these jobs may have
+            // been committed after that claim told the holder, whose read
+            // then missed them; the next claim tells it again.
             self.wanted.insert(org);
         }
         None
@@ -227,7 +230,6 @@ mod tests {
         assert_eq!(leases.want(org), None);
         assert_eq!(leases.want(org), None);
         assert_eq!(leases.take_claims(), Some(vec![org]));
-        assert_eq!(leases.want(org), None, "its claim is under way");
         assert_eq!(leases.want(other), None);
         assert_eq!(leases.take_claims(), None, "one claim at a time");
         leases.claimed(&[lease(org, 4)], Instant::now());
@@ -239,6 +241,28 @@ mod tests {
             Some(vec![other]),
             "a failed claim is tried again"
         );
+    }
+
+    #[test]
+    fn jobs_that_come_while_their_claim_is_under_way_are_claimed_again_after_it() {
+        let org = OrgId::generate();
+        let mut leases = Leases::new(LEASE, MARGIN);
+        leases.want(org);
+        assert_eq!(leases.take_claims(), Some(vec![org]));
+        // More jobs, committed after the claim told the node that holds it.
+        assert_eq!(leases.want(org), None);
+        assert_eq!(leases.take_claims(), None, "one claim at a time");
+        leases.claimed(&[], Instant::now());
+        assert_eq!(
+            leases.take_claims(),
+            Some(vec![org]),
+            "the holder is told again"
+        );
+        // Claimed meanwhile: held, nothing more to claim.
+        leases.want(org);
+        leases.claimed(&[lease(org, 2)], Instant::now());
+        assert_eq!(leases.take_claims(), None);
+        assert_eq!(leases.want(org), Some(lease(org, 2)));
     }
 
     #[test]
