@@ -195,18 +195,33 @@ rows!(ResourceDeletes = "DELETE FROM resources WHERE (organization_id, kind, id)
      (SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]))";
     { org: Uuid, kind: &'static str, id: Uuid });
 
-// A new job the committing node holds at once is marked held by its lease
-// (`claim`, `claim_read`) in its insert; an update keeps the row's marks.
-rows!(Jobs = "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, \
-     created_at, claim, claim_read) \
-     SELECT o, d, e, b::json, a, du, c, cl, cr FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], \
-     $5::int2[], $6::timestamptz[], $7::timestamptz[], $8::int8[], $9::int8[]) \
-     AS t(o, d, e, b, a, du, c, cl, cr) \
-     ON CONFLICT (organization_id, delivery_id) DO UPDATE SET event = EXCLUDED.event, \
+// A job's insert, and the columns of both statements below. A new job
+// (no attempt made yet: a fresh delivery id) is a plain insert: no
+// speculative insertion, no confirmation record in the WAL. One the
+// committing node holds at once is marked held by its lease (`claim`,
+// `claim_read`) in its insert.
+macro_rules! job_rows {
+    ($name:ident, $conflict:expr) => {
+        rows!($name = concat!(
+            "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, \
+             created_at, claim, claim_read) \
+             SELECT o, d, e, b::json, a, du, c, cl, cr FROM unnest($1::uuid[], $2::uuid[], $3::text[], \
+             $4::text[], $5::int2[], $6::timestamptz[], $7::timestamptz[], $8::int8[], $9::int8[]) \
+             AS t(o, d, e, b, a, du, c, cl, cr)",
+            $conflict
+        );
+            { org: Uuid, delivery: Uuid, event: String, body: String, attempts_made: i16,
+              due_at: SystemTime, created_at: SystemTime, claim: Option<i64>, claim_read: Option<i64> });
+    };
+}
+job_rows!(NewJobs, "");
+// A job attempted already is updated in place; its row keeps its marks.
+job_rows!(
+    Jobs,
+    " ON CONFLICT (organization_id, delivery_id) DO UPDATE SET event = EXCLUDED.event, \
      body = EXCLUDED.body, attempts_made = EXCLUDED.attempts_made, due_at = EXCLUDED.due_at, \
-     created_at = EXCLUDED.created_at";
-    { org: Uuid, delivery: Uuid, event: String, body: String, attempts_made: i16,
-      due_at: SystemTime, created_at: SystemTime, claim: Option<i64>, claim_read: Option<i64> });
+     created_at = EXCLUDED.created_at"
+);
 
 rows!(JobDeletes = "DELETE FROM outbox WHERE (organization_id, delivery_id) IN \
      (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, delivery: Uuid });
@@ -248,6 +263,7 @@ struct Tables {
     audit: Audit,
     resources: Resources,
     resource_deletes: ResourceDeletes,
+    new_jobs: NewJobs,
     jobs: Jobs,
     job_deletes: JobDeletes,
     logs: Logs,
@@ -359,6 +375,7 @@ pub fn statements<'w>(
     t.audit.into_statement(&mut out);
     t.resources.into_statement(&mut out);
     t.resource_deletes.into_statement(&mut out);
+    t.new_jobs.into_statement(&mut out);
     t.jobs.into_statement(&mut out);
     t.job_deletes.into_statement(&mut out);
     count_logs(&t.logs, &mut t.log_counts);
@@ -403,16 +420,25 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             a.occurred_at.push(time(record.occurred_at));
         }
         Write::PutJob(job) => {
-            let j = &mut t.jobs;
-            j.org.push(job.organization_id.0);
-            j.delivery.push(job.delivery_id.0);
-            j.event.push(job.event.clone());
-            j.body.push(json_text(&job.body)?);
-            j.attempts_made.push(i16::from(job.attempts_made));
-            j.due_at.push(time(job.due_at));
-            j.created_at.push(time(job.created_at));
-            j.claim.push(job.held_under.map(|held| held.epoch));
-            j.claim_read.push(job.held_under.map(|held| held.mark));
+            macro_rules! push {
+                ($j:expr) => {{
+                    let j = $j;
+                    j.org.push(job.organization_id.0);
+                    j.delivery.push(job.delivery_id.0);
+                    j.event.push(job.event.clone());
+                    j.body.push(json_text(&job.body)?);
+                    j.attempts_made.push(i16::from(job.attempts_made));
+                    j.due_at.push(time(job.due_at));
+                    j.created_at.push(time(job.created_at));
+                    j.claim.push(job.held_under.map(|held| held.epoch));
+                    j.claim_read.push(job.held_under.map(|held| held.mark));
+                }};
+            }
+            if job.attempts_made == 0 {
+                push!(&mut t.new_jobs)
+            } else {
+                push!(&mut t.jobs)
+            }
         }
         Write::DeleteJob(org, id) => {
             t.job_deletes.org.push(org.0);
