@@ -33,6 +33,10 @@ pub enum Write {
     Log(LogRecord),
     /// Insert or replace a workspace resource of an organization.
     PutResource(OrgId, AnyResource),
+    /// Insert a workspace resource that does not exist yet (a create: its
+    /// id was just generated), where an engine can do it more cheaply than
+    /// an insert-or-replace.
+    NewResource(OrgId, AnyResource),
     /// Remove a workspace resource of an organization.
     DeleteResource(OrgId, ResourceKind, ResourceId),
     /// The organization's state moves from revision `next - 1` to `next`

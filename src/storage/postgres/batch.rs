@@ -184,12 +184,25 @@ rows!(Audit = "INSERT INTO audit_log (organization_id, id, actor_user_id, action
       target_id: String, before: Option<String>, after: Option<String>, request_id: String,
       occurred_at: SystemTime });
 
-rows!(Resources = "INSERT INTO resources (organization_id, kind, id, parent_id, data) \
-     SELECT o, k, i, p, d::json FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::text[]) \
-     AS t(o, k, i, p, d) \
-     ON CONFLICT (organization_id, kind, id) DO UPDATE SET parent_id = EXCLUDED.parent_id, \
-     data = EXCLUDED.data";
-    { org: Uuid, kind: &'static str, id: Uuid, parent: Option<Uuid>, data: String });
+// A resource's insert, and the columns of both statements below: a
+// created resource (a new id) is a plain insert, no speculative insertion.
+macro_rules! resource_rows {
+    ($name:ident, $conflict:expr) => {
+        rows!($name = concat!(
+            "INSERT INTO resources (organization_id, kind, id, parent_id, data) \
+             SELECT o, k, i, p, d::json FROM unnest($1::uuid[], $2::text[], $3::uuid[], \
+             $4::uuid[], $5::text[]) AS t(o, k, i, p, d)",
+            $conflict
+        );
+            { org: Uuid, kind: &'static str, id: Uuid, parent: Option<Uuid>, data: String });
+    };
+}
+resource_rows!(NewResources, "");
+resource_rows!(
+    Resources,
+    " ON CONFLICT (organization_id, kind, id) DO UPDATE SET parent_id = EXCLUDED.parent_id, \
+     data = EXCLUDED.data"
+);
 
 rows!(ResourceDeletes = "DELETE FROM resources WHERE (organization_id, kind, id) IN \
      (SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]))";
@@ -261,6 +274,7 @@ struct Tables {
     webhooks: Webhooks,
     webhook_deletes: WebhookDeletes,
     audit: Audit,
+    new_resources: NewResources,
     resources: Resources,
     resource_deletes: ResourceDeletes,
     new_jobs: NewJobs,
@@ -320,7 +334,7 @@ fn key_of(write: &Write) -> RowKey {
         Write::Audit(_) | Write::Log(_) => RowKey::Appended,
         Write::PutJob(job) => RowKey::Job(job.organization_id.0, job.delivery_id.0),
         Write::DeleteJob(org, id) => RowKey::Job(org.0, id.0),
-        Write::PutResource(org, value) => {
+        Write::PutResource(org, value) | Write::NewResource(org, value) => {
             RowKey::Resource(org.0, value.kind().name(), value.id().0)
         }
         Write::DeleteResource(org, kind, id) => RowKey::Resource(org.0, kind.name(), id.0),
@@ -373,6 +387,7 @@ pub fn statements<'w>(
     t.webhooks.into_statement(&mut out);
     t.webhook_deletes.into_statement(&mut out);
     t.audit.into_statement(&mut out);
+    t.new_resources.into_statement(&mut out);
     t.resources.into_statement(&mut out);
     t.resource_deletes.into_statement(&mut out);
     t.new_jobs.into_statement(&mut out);
@@ -464,14 +479,23 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             l.attempted_at.push(time(record.attempted_at));
             l.envelope.push(json_text(&record.envelope)?);
         }
-        Write::PutResource(org, value) => {
-            let r = &mut t.resources;
-            r.org.push(org.0);
-            r.kind.push(value.kind().name());
-            r.id.push(value.id().0);
-            r.parent.push(value.parent().map(|p| p.0));
-            r.data
-                .push(serde_json::to_string(value).map_err(StoreError::codec)?);
+        Write::PutResource(org, value) | Write::NewResource(org, value) => {
+            macro_rules! push {
+                ($r:expr) => {{
+                    let r = $r;
+                    r.org.push(org.0);
+                    r.kind.push(value.kind().name());
+                    r.id.push(value.id().0);
+                    r.parent.push(value.parent().map(|p| p.0));
+                    r.data
+                        .push(serde_json::to_string(value).map_err(StoreError::codec)?);
+                }};
+            }
+            if matches!(write, Write::NewResource(..)) {
+                push!(&mut t.new_resources)
+            } else {
+                push!(&mut t.resources)
+            }
         }
         Write::DeleteResource(org, kind, id) => {
             let r = &mut t.resource_deletes;

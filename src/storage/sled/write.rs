@@ -218,7 +218,7 @@ fn prepare_one(
                 encode(record)?,
             ));
         }
-        Write::PutResource(org, value) => {
+        Write::PutResource(org, value) | Write::NewResource(org, value) => {
             let key = keys::resource(*org, value.kind(), value.id()).to_vec();
             ops.push(Op::Put(Resources, key, encode(value)?));
         }

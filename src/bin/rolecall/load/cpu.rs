@@ -51,18 +51,34 @@ fn process_cpu(pid: u32) -> Option<Duration> {
     cpu_of_stat(&stat)
 }
 
-/// Fields 14 and 15 of a `/proc/<pid>/stat` line, in clock ticks of
-/// 1/100 s (the USER_HZ every Linux exports to user space).
+/// Fields 14 and 15 of a `/proc/<pid>/stat` line (user and system time),
+/// in clock ticks of 1/100 s (the USER_HZ every Linux exports to user
+/// space).
 fn cpu_of_stat(stat: &str) -> Option<Duration> {
+    ticks_of_stat(stat, 11..=12)
+}
+
+/// Fields 14 to 17: the process's own time and that of its children that
+/// ended. Summed over PostgreSQL's processes, it counts the work of a
+/// backend that ended during the run (its time moves to the postmaster's
+/// children fields when it is reaped), and never goes down.
+fn cpu_with_children_of_stat(stat: &str) -> Option<Duration> {
+    ticks_of_stat(stat, 11..=14)
+}
+
+fn ticks_of_stat(stat: &str, fields: std::ops::RangeInclusive<usize>) -> Option<Duration> {
     // The command name, in parentheses, may hold spaces: count after it.
     let after_name = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let all: Vec<&str> = after_name.split_whitespace().collect();
+    let mut ticks = 0u64;
+    for field in fields {
+        ticks += all.get(field)?.parse::<u64>().ok()?;
+    }
     Some(Duration::from_millis(ticks * 10))
 }
 
-/// The CPU time of every process named `postgres`, summed; `None` when
-/// there is none.
+/// The CPU time of every process named `postgres` and of those of their
+/// children that ended, summed; `None` when there is none.
 fn postgres_cpu() -> Option<Duration> {
     let mut total = Duration::ZERO;
     let mut found = false;
@@ -75,7 +91,7 @@ fn postgres_cpu() -> Option<Duration> {
         }
         if let Some(spent) = std::fs::read_to_string(path.join("stat"))
             .ok()
-            .and_then(|stat| cpu_of_stat(&stat))
+            .and_then(|stat| cpu_with_children_of_stat(&stat))
         {
             total += spent;
             found = true;
@@ -93,6 +109,16 @@ mod tests {
         let stat =
             "4242 (rolecall serve) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 30 0 0 20 0 9 0";
         assert_eq!(cpu_of_stat(stat), Some(Duration::from_millis(2_800)));
+        assert_eq!(
+            cpu_with_children_of_stat(stat),
+            Some(Duration::from_millis(2_800)),
+            "no children's time"
+        );
+        let postmaster = "77 (postgres) S 1 77 77 0 -1 4194560 1000 0 0 0 250 30 400 20 20 0 9 0";
+        assert_eq!(
+            cpu_with_children_of_stat(postmaster),
+            Some(Duration::from_millis(7_000))
+        );
         assert_eq!(cpu_of_stat("garbage"), None);
     }
 
