@@ -116,6 +116,13 @@ pub enum ApiError {
     /// I/O failure, database unreachable); nothing was changed.
     #[error("storage is unavailable; nothing was changed, try again shortly")]
     StorageUnavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The change was sent to the store, whose answer did not come back
+    /// (the connection broke, or the answer was later than the timeout):
+    /// it may have been made.
+    #[error(
+        "storage did not confirm the change, which may have been made: check before trying again"
+    )]
+    StorageUnconfirmed(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The token's requests are over `api.rate_limit_per_second`; nothing
     /// was done. Carries the seconds until the next request is allowed.
     #[error("too many requests with this token; try again in {0} s")]
@@ -183,7 +190,7 @@ impl ApiError {
             UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             RoleInUse(_) => "ROLE_IN_USE",
             UnknownRole => "UNKNOWN_ROLE",
-            StorageUnavailable(_) => "STORAGE_UNAVAILABLE",
+            StorageUnavailable(_) | StorageUnconfirmed(_) => "STORAGE_UNAVAILABLE",
             RateLimited(_) => "RATE_LIMITED",
             BodyTimeout(_) => "REQUEST_TIMEOUT",
             ServerBusy => "SERVER_BUSY",

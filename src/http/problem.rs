@@ -77,7 +77,7 @@ pub fn status_of(error: &ApiError) -> StatusCode {
         PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         RoleInUse(_) | UnknownRole | UnknownReference(..) => StatusCode::UNPROCESSABLE_ENTITY,
-        StorageUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        StorageUnavailable(_) | StorageUnconfirmed(_) => StatusCode::SERVICE_UNAVAILABLE,
         RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
         BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
         ServerBusy => StatusCode::SERVICE_UNAVAILABLE,
@@ -128,7 +128,7 @@ impl ResponseError for ApiError {
             ApiError::Internal(_) => {
                 tracing::error!(error = %crate::telemetry::cause_chain(self), "request failed");
             }
-            ApiError::StorageUnavailable(_) => {
+            ApiError::StorageUnavailable(_) | ApiError::StorageUnconfirmed(_) => {
                 tracing::warn!(error = %crate::telemetry::cause_chain(self), "storage unavailable");
             }
             _ => {}
@@ -146,7 +146,7 @@ impl ResponseError for ApiError {
                     response.headers_mut().insert(header::ALLOW, value);
                 }
             }
-            ApiError::StorageUnavailable(_) => {
+            ApiError::StorageUnavailable(_) | ApiError::StorageUnconfirmed(_) => {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));

@@ -64,6 +64,11 @@ pub enum StoreError {
     /// writer of the round, hence shared).
     #[error("making the writes durable failed")]
     Flush(#[source] Arc<dyn std::error::Error + Send + Sync>),
+    /// A write was sent, and its answer did not come back (the connection
+    /// broke, or the answer was later than the timeout): it may have been
+    /// committed.
+    #[error("the store did not confirm the write: {0}")]
+    Unconfirmed(String),
     /// The thread that commits has stopped: the store is closing.
     #[error("the store is closed")]
     Closed,
@@ -126,7 +131,11 @@ impl StoreError {
     /// Whether waiting cures it: a disk with no room, or a database that
     /// cannot be reached now (unlike a corrupt file or a wrong layout).
     pub fn is_transient(&self) -> bool {
-        self.is_out_of_space() || matches!(self, StoreError::Unavailable(_))
+        self.is_out_of_space()
+            || matches!(
+                self,
+                StoreError::Unavailable(_) | StoreError::Unconfirmed(_)
+            )
     }
 
     /// Whether the disk had no room: what freeing space cures, unlike a
@@ -174,6 +183,7 @@ impl From<StoreError> for ApiError {
             | StoreError::Stale(_)
             | StoreError::DiskFull { .. }
             | StoreError::Io(_) => ApiError::StorageUnavailable(Box::new(err)),
+            StoreError::Unconfirmed(_) => ApiError::StorageUnconfirmed(Box::new(err)),
             other => ApiError::internal(other),
         }
     }

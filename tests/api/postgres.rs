@@ -589,7 +589,13 @@ async fn a_job_whose_commit_answer_was_lost_is_still_delivered() {
             json!({"title": "answer lost"}),
         )
         .await;
-    lost.problem(503, "STORAGE_UNAVAILABLE");
+    let problem = lost.problem(503, "STORAGE_UNAVAILABLE");
+    assert_eq!(
+        problem["detail"],
+        json!("storage did not confirm the change, which may have been made: check before trying again"),
+        "not \"nothing was changed\": the commit was sent"
+    );
+    assert!(!lost.header("retry-after").is_empty(), "Retry-After");
     proxy.cut();
     proxy.restore();
     eventually(Duration::from_secs(10), "ready again", || async {

@@ -69,11 +69,28 @@ pub fn fail_all<T>(
     err: StoreError,
 ) {
     let reason = crate::telemetry::cause_chain(&err);
+    let err_kind = if matches!(err, StoreError::Unconfirmed(_)) {
+        Kind::Unconfirmed
+    } else {
+        Kind::Other
+    };
     let mut answers = answers.into_iter();
     if let Some(first) = answers.next() {
         let _ = first.send(Err(err));
     }
+    let unconfirmed = matches!(err_kind, Kind::Unconfirmed);
     for answer in answers {
-        let _ = answer.send(Err(StoreError::Unavailable(reason.clone())));
+        let shared = if unconfirmed {
+            StoreError::Unconfirmed(reason.clone())
+        } else {
+            StoreError::Unavailable(reason.clone())
+        };
+        let _ = answer.send(Err(shared));
     }
+}
+
+/// Whether a batch's writes may have been committed although it failed.
+enum Kind {
+    Unconfirmed,
+    Other,
 }

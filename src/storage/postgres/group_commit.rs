@@ -83,5 +83,8 @@ async fn commit_batch(database: &Database, key: Option<&SealingKey>, batch: Vec<
 /// Whether the database refused a write (a writer's fault, not the
 /// database's state): the others of its batch may still commit.
 fn refused(err: &StoreError) -> bool {
-    !matches!(err, StoreError::Unavailable(_) | StoreError::Closed)
+    !matches!(
+        err,
+        StoreError::Unavailable(_) | StoreError::Unconfirmed(_) | StoreError::Closed
+    )
 }

@@ -37,15 +37,27 @@ impl Database {
         round: impl AsyncFnOnce(&Object) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let client = self.connection().await?;
+        self.round_on(client, round)
+            .await
+            .unwrap_or_else(|| Err(timed_out(what)))
+    }
+
+    /// Runs `round` on `client` within the timeout (`None` when it passed);
+    /// drops the connection unless the round succeeded.
+    async fn round_on<T>(
+        &self,
+        client: Object,
+        round: impl AsyncFnOnce(&Object) -> Result<T, StoreError>,
+    ) -> Option<Result<T, StoreError>> {
         match tokio::time::timeout(self.timeout + MARGIN, round(&client)).await {
-            Ok(Ok(value)) => Ok(value),
+            Ok(Ok(value)) => Some(Ok(value)),
             Ok(Err(err)) => {
                 discard(client);
-                Err(err)
+                Some(Err(err))
             }
             Err(_) => {
                 discard(client);
-                Err(timed_out(what))
+                None
             }
         }
     }
@@ -61,15 +73,23 @@ impl Database {
             .await
     }
 
-    /// Commits `statements` in one transaction, in one round trip.
+    /// Commits `statements` in one transaction, in one round trip. One
+    /// whose answer is later than the timeout may have been committed
+    /// ([`StoreError::Unconfirmed`]).
     pub async fn transact(&self, statements: &[Statement]) -> Result<(), StoreError> {
         if statements.is_empty() {
             return Ok(());
         }
-        self.with("a transaction", async |client| {
+        let client = self.connection().await?;
+        self.round_on(client, async |client| {
             in_transaction(client, statements).await
         })
         .await
+        .unwrap_or_else(|| {
+            Err(StoreError::Unconfirmed(
+                "PostgreSQL did not answer a transaction in time".into(),
+            ))
+        })
     }
 }
 
@@ -114,7 +134,7 @@ pub async fn finish_transaction(
         client.batch_execute("COMMIT")
     );
     ran?;
-    committed.map_err(from_pg)
+    committed.map_err(sent_and_lost)
 }
 
 /// `statements`, as one statement (see [`combined`]), in the transaction
@@ -131,5 +151,17 @@ pub async fn run_in_transaction(
         .execute(&prepared, &params)
         .await
         .map(drop)
-        .map_err(from_pg)
+        .map_err(sent_and_lost)
+}
+
+/// An error of a write already sent: without an answer of the server's
+/// (the connection broke), the write may have been committed.
+fn sent_and_lost(err: tokio_postgres::Error) -> StoreError {
+    if err.as_db_error().is_some() {
+        return from_pg(err);
+    }
+    match from_pg(err) {
+        StoreError::Unavailable(why) => StoreError::Unconfirmed(why),
+        other => other,
+    }
 }
