@@ -67,11 +67,14 @@ impl Admissions {
         if offers.is_empty() {
             return None;
         }
-        let mark = self.numbers.number();
+        let mut mark = None;
         let mut taken: Vec<(OrgId, usize)> = Vec::new();
         for write in writes.iter_mut() {
+            if write.new_job().is_none() {
+                continue;
+            }
             let Write::PutJob(job) = write else { continue };
-            if job.attempts_made != 0 || job.held_under.is_some() {
+            if job.held_under.is_some() {
                 continue;
             }
             let Some(offer) = offers.get_mut(&job.organization_id) else {
@@ -82,6 +85,8 @@ impl Admissions {
             }
             offer.left -= 1;
             offer.in_transit += 1;
+            // One number for the commit, drawn once it marks a job.
+            let mark = *mark.get_or_insert_with(|| self.numbers.number());
             job.held_under = Some(HeldUnder {
                 epoch: offer.epoch,
                 mark,
@@ -94,7 +99,7 @@ impl Admissions {
                 None => taken.push((job.organization_id, 1)),
             }
         }
-        (!taken.is_empty()).then_some(Taken { mark, orgs: taken })
+        mark.map(|mark| Taken { mark, orgs: taken })
     }
 
     /// Commit path: the commit that took `taken` failed. Its room is given
@@ -160,7 +165,8 @@ impl Admissions {
     }
 
     /// Jobs of `org` on their way from a commit.
-    pub fn in_transit(&self, org: OrgId) -> usize {
+    #[cfg(test)]
+    fn in_transit(&self, org: OrgId) -> usize {
         self.lock().get(&org).map_or(0, |offer| offer.in_transit)
     }
 

@@ -57,13 +57,7 @@ impl<'a> Workspace<'a> {
 
     /// Stores a new resource and fires its events.
     pub async fn create<T: Resource>(&self, created: Changed<T>) -> Result<T, ApiError> {
-        let (value, mut writes) = created.into_writes(self.org)?;
-        // The first write stores the created resource, under a new id.
-        if let Some(Write::PutResource(..)) = writes.first() {
-            if let Write::PutResource(org, resource) = writes.remove(0) {
-                writes.insert(0, Write::NewResource(org, resource));
-            }
-        }
+        let (value, writes) = created.into_created_writes(self.org)?;
         self.commit.commit(Commit::writes(writes)).await?;
         Ok(value)
     }

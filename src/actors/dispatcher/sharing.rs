@@ -65,24 +65,24 @@ impl Dispatcher {
     /// then. A job marked under a lease given up meanwhile waits for the
     /// next holder, whose reads take it (its epoch is another).
     pub(super) fn committed(&mut self, jobs: Vec<Job>, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_ref() else {
+            return;
+        };
+        let (admissions, taking) = (shared.admissions.clone(), !shared.stopped && !self.draining);
         let mut touched = BTreeSet::new();
         let mut waiting = BTreeSet::new();
         for mut job in jobs {
             let org = job.organization_id;
             touched.insert(org);
-            let Some(shared) = self.shared.as_ref() else {
-                return;
-            };
             let Some(held) = job.held_under.take() else {
                 waiting.insert(org);
                 continue;
             };
-            shared.admissions.arrived(org);
-            let holding = shared
-                .leases
-                .of(org)
+            admissions.arrived(org);
+            let holding = self
+                .lease_of(org)
                 .is_some_and(|lease| lease.epoch == held.epoch);
-            if holding && !self.draining && !shared.stopped {
+            if holding && taking {
                 if self.backlog.hold(&job) {
                     self.schedule(job, ctx);
                 }

@@ -77,6 +77,20 @@ impl<T: Resource> Changed<T> {
     /// The writes of this change in `org`: the resource, the others, and
     /// its events staged for delivery; and the resource.
     pub fn into_writes(self, org: &OrgState) -> Result<(T, Vec<Write>), ApiError> {
+        self.writes(org, Write::PutResource)
+    }
+
+    /// The writes of this change when it creates its resource (a new id):
+    /// the resource is inserted, not replaced ([`Write::NewResource`]).
+    pub fn into_created_writes(self, org: &OrgState) -> Result<(T, Vec<Write>), ApiError> {
+        self.writes(org, Write::NewResource)
+    }
+
+    fn writes(
+        self,
+        org: &OrgState,
+        store: fn(crate::ids::OrgId, AnyResource) -> Write,
+    ) -> Result<(T, Vec<Write>), ApiError> {
         let now = Timestamp::now();
         let mut events = Vec::with_capacity(self.events.len());
         for (kind, data) in self.events {
@@ -95,7 +109,7 @@ impl<T: Resource> Changed<T> {
             });
         }
         let mut writes = Vec::with_capacity(1 + self.others.len() + events.len());
-        writes.push(Write::PutResource(org.id(), self.value.clone().into()));
+        writes.push(store(org.id(), self.value.clone().into()));
         writes.extend(
             self.others
                 .into_iter()

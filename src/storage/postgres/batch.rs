@@ -449,7 +449,7 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
                     j.claim_read.push(job.held_under.map(|held| held.mark));
                 }};
             }
-            if job.attempts_made == 0 {
+            if write.new_job().is_some() {
                 push!(&mut t.new_jobs)
             } else {
                 push!(&mut t.jobs)

@@ -1,11 +1,12 @@
 //! The delivery queue several nodes share (CONTRACT §8), as SQL: one node
 //! at a time delivers an organization, the holder of its lease
 //! (`delivery_leases`), and it marks the outbox rows it holds in memory
-//! with its epoch (`outbox.claim`) and the read's number (`claim_read`:
-//! a read whose answer was lost is taken again, see [`LostReads`]). A node that dies stops renewing; once
-//! its leases run out another node claims them, under a new epoch, and so
-//! takes over every row the dead node held: the same rows, with their
-//! delivery ids, bodies and attempt numbers.
+//! with its epoch (`outbox.claim`) and the number of the read or commit
+//! that marked them (`claim_read`: rows marked by a statement whose answer
+//! was lost are taken again, see [`LostReads`]). A node that dies stops
+//! renewing; once its leases run out another node claims them, under a new
+//! epoch, and so takes over every row the dead node held: the same rows,
+//! with their delivery ids, bodies and attempt numbers.
 //!
 //! Nodes wake each other with `NOTIFY`: a node with new jobs of an
 //! organization another node holds tells that node, on its own channel;
