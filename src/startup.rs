@@ -22,7 +22,7 @@ use crate::actors::dispatcher::ReleaseLeases;
 use crate::actors::fair_queue::Limits;
 use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
-use crate::actors::messages::{AttemptFinished, Deliver, Drain};
+use crate::actors::messages::{Deliver, Drain};
 use crate::actors::registry::Registry;
 use crate::actors::role_expiry::RoleExpiry;
 use crate::admissions::Admissions;
@@ -164,8 +164,7 @@ impl Application {
             metrics.clone(),
             hooks.log_retention,
         ));
-        let (deliverers, workers) =
-            start_delivery_actors(&config, &client, &commit, dispatcher.clone().recipient());
+        let (deliverers, workers) = start_delivery_actors(&config, &client, &commit, &dispatcher);
         let limits = Limits {
             per_org: hooks.max_in_flight_per_org,
             total: hooks.max_in_flight_total,
@@ -419,7 +418,7 @@ fn start_delivery_actors(
     config: &Config,
     client: &ClientSettings,
     commit: &Arc<CommitPath>,
-    finished: Recipient<AttemptFinished>,
+    dispatcher: &Addr<Dispatcher>,
 ) -> (Vec<Recipient<Deliver>>, Vec<Arbiter>) {
     let threads = match config.webhooks.delivery_workers {
         0 => std::thread::available_parallelism()
@@ -431,9 +430,13 @@ fn start_delivery_actors(
     let mut deliverers = Vec::new();
     for _ in 0..threads {
         let arbiter = Arbiter::new();
-        let (settings, commit, finished) = (client.clone(), commit.clone(), finished.clone());
+        let (settings, commit) = (client.clone(), commit.clone());
+        let (finished, not_made) = (
+            dispatcher.clone().recipient(),
+            dispatcher.clone().recipient(),
+        );
         let actor = DeliveryActor::start_in_arbiter(&arbiter.handle(), move |_| {
-            DeliveryActor::new(settings, commit, finished)
+            DeliveryActor::new(settings, commit, finished, not_made)
         });
         deliverers.push(actor.recipient());
         arbiters.push(arbiter);

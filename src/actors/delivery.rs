@@ -7,14 +7,18 @@
 //! store other nodes share, after checking the organization's revision
 //! there, so that a secret rotated on another node is dead for every later
 //! attempt) and finds a removed one; [`attempt`] calls it; the outcome goes
-//! back to the dispatcher, which records it.
+//! back to the dispatcher, which records it. On a shared store the request
+//! waits at its [`Gate`] (the in-flight limits) after the check, so that
+//! checks overlap other requests.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use actix_web::web::Bytes;
 
-use crate::actors::messages::{AttemptFinished, Deliver};
+use crate::actors::messages::{AttemptFinished, AttemptNotMade, Deliver};
+use crate::actors::send_permits::{Gate, LeaseLapsed};
 use crate::commit::CommitPath;
 use crate::domain::delivery::{AttemptOutcome, Job};
 use crate::domain::org_state::OrgState;
@@ -31,21 +35,30 @@ pub struct DeliveryActor {
     commit: Arc<CommitPath>,
     /// Where each outcome goes.
     finished: Recipient<AttemptFinished>,
+    /// Where attempts not made go back.
+    not_made: Recipient<AttemptNotMade>,
 }
 
+/// An attempt that waited longer than this for its permits reads its
+/// endpoint again before its request, so that the endpoint it calls is
+/// never much older than the request.
+const READ_AGAIN_AFTER: Duration = Duration::from_millis(50);
+
 impl DeliveryActor {
-    /// A delivery actor reading endpoints through `commit` and reporting
-    /// outcomes to `finished`.
+    /// A delivery actor reading endpoints through `commit`, reporting
+    /// outcomes to `finished` and attempts not made to `not_made`.
     pub fn new(
         settings: ClientSettings,
         commit: Arc<CommitPath>,
         finished: Recipient<AttemptFinished>,
+        not_made: Recipient<AttemptNotMade>,
     ) -> Self {
         DeliveryActor {
             client: None,
             settings,
             commit,
             finished,
+            not_made,
         }
     }
 }
@@ -92,38 +105,80 @@ fn endpoint_of(
 impl Handler<Deliver> for DeliveryActor {
     type Result = ();
 
-    fn handle(&mut self, Deliver(job): Deliver, _: &mut Self::Context) {
+    fn handle(&mut self, Deliver(job, gate): Deliver, _: &mut Self::Context) {
         // One node alone: the snapshot in memory is the endpoint as it is.
         let known = (!self.commit.store().shared())
             .then(|| endpoint_of(&job, self.commit.snapshot(job.organization_id)));
-        let commit = self.commit.clone();
-        let client = self
-            .client
-            .get_or_insert_with(|| build_client(&self.settings))
-            .clone();
-        let settings = self.settings.clone();
-        let finished = self.finished.clone();
+        let run = Run {
+            commit: self.commit.clone(),
+            client: self
+                .client
+                .get_or_insert_with(|| build_client(&self.settings))
+                .clone(),
+            settings: self.settings.clone(),
+        };
+        let (finished, not_made) = (self.finished.clone(), self.not_made.clone());
         actix_web::rt::spawn(async move {
-            let endpoint = match known {
-                Some(endpoint) => endpoint,
-                None => endpoint_now(&commit, &job).await,
-            };
-            let outcome = match endpoint {
-                Err(outcome) => outcome,
-                Ok(endpoint) => {
-                    let delivery_id = job.delivery_id.to_string();
-                    let request = AttemptRequest {
-                        url: &endpoint.url,
-                        secret: &endpoint.secret,
-                        event: &job.event,
-                        delivery_id: &delivery_id,
-                        attempt: job.attempts_made + 1,
-                        body: Bytes::from(job.body.clone()),
-                    };
-                    attempt(&client, &settings, request).await
-                }
+            let outcome = match (known, gate) {
+                (Some(endpoint), _) => run.attempt(&job, endpoint).await,
+                (None, gate) => match run.checked(&job, gate).await {
+                    Ok(outcome) => outcome,
+                    Err(LeaseLapsed) => {
+                        not_made.do_send(AttemptNotMade(job));
+                        return;
+                    }
+                },
             };
             finished.do_send(AttemptFinished { job, outcome });
         });
+    }
+}
+
+/// What one attempt needs.
+struct Run {
+    commit: Arc<CommitPath>,
+    client: awc::Client,
+    settings: ClientSettings,
+}
+
+impl Run {
+    /// An attempt on a shared store: its endpoint read after a check of
+    /// the revision, its request made once through `gate`, and read again
+    /// first if the wait there was long.
+    async fn checked(&self, job: &Job, gate: Option<Gate>) -> Result<AttemptOutcome, LeaseLapsed> {
+        let mut endpoint = endpoint_now(&self.commit, job).await;
+        let _permits = match (&endpoint, gate) {
+            (Ok(_), Some(gate)) => {
+                let permits = gate.enter().await?;
+                if permits.waited > READ_AGAIN_AFTER {
+                    endpoint = endpoint_now(&self.commit, job).await;
+                }
+                Some(permits)
+            }
+            _ => None,
+        };
+        Ok(self.attempt(job, endpoint).await)
+    }
+
+    /// Calls `endpoint` with `job`, or gives the outcome of a removed one.
+    async fn attempt(
+        &self,
+        job: &Job,
+        endpoint: Result<Arc<WebhookEndpoint>, AttemptOutcome>,
+    ) -> AttemptOutcome {
+        let endpoint = match endpoint {
+            Ok(endpoint) => endpoint,
+            Err(outcome) => return outcome,
+        };
+        let delivery_id = job.delivery_id.to_string();
+        let request = AttemptRequest {
+            url: &endpoint.url,
+            secret: &endpoint.secret,
+            event: &job.event,
+            delivery_id: &delivery_id,
+            attempt: job.attempts_made + 1,
+            body: Bytes::from(job.body.clone()),
+        };
+        attempt(&self.client, &self.settings, request).await
     }
 }

@@ -20,6 +20,16 @@ pub struct Limits {
     pub total: usize,
 }
 
+impl Limits {
+    /// Twice these limits.
+    pub fn doubled(self) -> Limits {
+        Limits {
+            per_org: self.per_org.saturating_mul(2),
+            total: self.total.saturating_mul(2),
+        }
+    }
+}
+
 #[derive(Default)]
 struct OrgQueue {
     ready: VecDeque<Job>,
@@ -123,6 +133,11 @@ impl FairQueue {
     /// Attempts in flight.
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// The limits it starts attempts within.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Attempts of `org` in flight.

@@ -121,7 +121,12 @@ impl Leases {
 
     /// Whether the lease on `org` is held and still trusted at `now`.
     pub fn trusted(&self, org: OrgId, now: Instant) -> bool {
-        self.held.get(&org).is_some_and(|held| held.until > now)
+        self.trusted_until(org).is_some_and(|until| until > now)
+    }
+
+    /// Until when the lease on `org` is trusted, if held.
+    pub fn trusted_until(&self, org: OrgId) -> Option<Instant> {
+        self.held.get(&org).map(|held| held.until)
     }
 
     /// The leases to renew now, unless a renewal is under way.

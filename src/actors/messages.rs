@@ -2,6 +2,7 @@
 
 use actix::Message;
 
+use crate::actors::send_permits::Gate;
 use crate::domain::access::{Caller, IfMatch, Needs};
 use crate::domain::audit::RequestIdText;
 use crate::domain::change::Write;
@@ -79,10 +80,17 @@ pub struct DropOrg(pub OrgId);
 #[rtype(result = "()")]
 pub struct Drain;
 
-/// Make the next attempt of a job.
+/// Make the next attempt of a job; on a shared queue, its request waits
+/// at the gate (the in-flight limits, and its lease's trust).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Deliver(pub Job);
+pub struct Deliver(pub Job, pub Option<Gate>);
+
+/// An attempt of `job` was not made: its lease lapsed while it waited at
+/// the gate.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct AttemptNotMade(pub Job);
 
 /// Append an attempt record, with the outbox write it implies.
 #[derive(Debug, Message)]

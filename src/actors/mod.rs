@@ -18,4 +18,5 @@ pub mod messages;
 pub mod organization;
 pub mod registry;
 pub mod role_expiry;
+pub mod send_permits;
 pub mod shared;

@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 use crate::actors::backlog::Read;
+use crate::actors::fair_queue::Limits;
 use crate::actors::leases::Leases;
 use crate::actors::messages::FlushLog;
+use crate::actors::send_permits::{Gate, SendPermits};
 use crate::admissions::Admissions;
 use crate::domain::delivery::Job;
 use crate::ids::{DeliveryId, OrgId};
@@ -83,6 +85,8 @@ pub struct Shared {
     pub(in crate::actors) admissions: Arc<Admissions>,
     /// When a failed claim, renewal or look is tried again.
     pub(in crate::actors) retry: Retry,
+    /// Requests at the subscribers within the in-flight limits.
+    pub(in crate::actors) permits: SendPermits,
 }
 
 impl Shared {
@@ -91,6 +95,7 @@ impl Shared {
         queue: SharedQueue,
         flush: Recipient<FlushLog>,
         admissions: Arc<Admissions>,
+        limits: Limits,
     ) -> Self {
         let lease = queue.lease();
         Shared {
@@ -106,20 +111,23 @@ impl Shared {
             stopped: false,
             admissions,
             retry: Retry::new(),
+            permits: SendPermits::new(limits),
         }
     }
 
     /// `job` is about to start at `now`: refused when its lease is no
-    /// longer trusted (not renewed in time), else noted in flight.
-    pub fn start(&mut self, job: &Job, now: Instant) -> bool {
+    /// longer trusted (not renewed in time), else noted in flight, with the
+    /// gate its request passes.
+    pub fn start(&mut self, job: &Job, now: Instant) -> Option<Gate> {
         let org = job.organization_id;
-        if !self.leases.trusted(org, now) {
-            return false;
-        }
+        let until = self
+            .leases
+            .trusted_until(org)
+            .filter(|until| *until > now)?;
         if let Some(lease) = self.leases.of(org) {
             self.in_flight.insert(job.delivery_id, lease);
         }
-        true
+        Some(self.permits.gate(org, until))
     }
 
     /// An attempt of `job` ended: whether it started under a lease no

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use crate::actors::backlog::{Backlog, Read, Spill};
 use crate::actors::fair_queue::{FairQueue, Limits};
 use crate::actors::messages::{
-    AppendLog, AttemptFinished, Deliver, Drain, DropOrg, Enqueue, FlushLog,
+    AppendLog, AttemptFinished, AttemptNotMade, Deliver, Drain, DropOrg, Enqueue, FlushLog,
 };
 use crate::actors::shared::Shared;
 use crate::admissions::Admissions;
@@ -87,14 +87,18 @@ impl Dispatcher {
 
     /// Delivers on `queue`, shared with other nodes: only the
     /// organizations whose leases this node holds; `flush` makes recorded
-    /// outcomes durable before a lease is given up.
+    /// outcomes durable before a lease is given up. Attempts start within
+    /// twice the limits, and their requests wait for permits within them
+    /// ([`crate::actors::send_permits`]).
     pub fn sharing(
         mut self,
         queue: SharedQueue,
         flush: Recipient<FlushLog>,
         admissions: Arc<Admissions>,
     ) -> Self {
-        self.shared = Some(Shared::new(queue, flush, admissions));
+        let limits = self.queue.limits();
+        self.queue = FairQueue::new(limits.doubled());
+        self.shared = Some(Shared::new(queue, flush, admissions, limits));
         self
     }
 
@@ -146,21 +150,34 @@ impl Dispatcher {
         let mut untrusted = false;
         while let Some(job) = self.queue.start_next() {
             // On a shared queue, not under a lease that was not renewed in time.
-            if let Some(shared) = self.shared.as_mut() {
-                if !shared.start(&job, now) {
-                    self.queue.finished(job.organization_id);
+            let gate = match self.shared.as_mut().map(|shared| shared.start(&job, now)) {
+                None => None,
+                Some(Some(gate)) => Some(gate),
+                Some(None) => {
+                    self.slot_freed(job.organization_id);
                     untrusted = true;
                     continue;
                 }
-            }
+            };
             let worker = &self.workers[self.next_worker % self.workers.len()];
             self.next_worker = self.next_worker.wrapping_add(1);
-            worker.do_send(Deliver(job));
+            worker.do_send(Deliver(job, gate));
         }
         if untrusted {
             let lost = self.shared.as_mut().map(|shared| shared.expired(now));
             for org in lost.unwrap_or_default() {
                 self.lose(org);
+            }
+        }
+    }
+
+    /// An attempt of `org` ended or was not made: its slot is free (and,
+    /// with none left started, its permits are forgotten).
+    fn slot_freed(&mut self, org: OrgId) {
+        self.queue.finished(org);
+        if self.queue.in_flight_of(org) == 0 {
+            if let Some(shared) = self.shared.as_mut() {
+                shared.permits.forget(org);
             }
         }
     }
@@ -409,7 +426,7 @@ impl Handler<AttemptFinished> for Dispatcher {
 
     fn handle(&mut self, msg: AttemptFinished, ctx: &mut Self::Context) {
         let (org, id) = (msg.job.organization_id, msg.job.delivery_id);
-        self.queue.finished(org);
+        self.slot_freed(org);
         // An attempt of a lease lost meanwhile is recorded, nothing more.
         let orphan = self
             .shared
@@ -419,6 +436,25 @@ impl Handler<AttemptFinished> for Dispatcher {
             Some(retry) if !orphan => self.schedule(retry, ctx),
             None if !orphan => self.released(org, id, ctx),
             _ => {}
+        }
+        self.pump();
+        self.notify_if_drained();
+    }
+}
+
+impl Handler<AttemptNotMade> for Dispatcher {
+    type Result = ();
+
+    /// The job waits for its next start, unless its lease was lost
+    /// meanwhile (then it is the next holder's).
+    fn handle(&mut self, AttemptNotMade(job): AttemptNotMade, ctx: &mut Self::Context) {
+        self.slot_freed(job.organization_id);
+        let orphan = self
+            .shared
+            .as_mut()
+            .is_some_and(|shared| shared.finished(&job));
+        if !orphan {
+            self.schedule(job, ctx);
         }
         self.pump();
         self.notify_if_drained();
