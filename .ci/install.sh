@@ -17,6 +17,7 @@ command -v ip >/dev/null || missing+=(iproute2)
 command -v unshare >/dev/null || missing+=(util-linux)
 command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
 command -v python3 >/dev/null || missing+=(python3)
+command -v npm >/dev/null || missing+=(nodejs npm)
 python3 -c "import ensurepip" 2>/dev/null || missing+=(python3-venv)
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -80,4 +81,28 @@ if ! "$SUBSCRIBER_VENV/bin/python3" -c "import standardwebhooks, svix" 2>/dev/nu
   python3 -m venv "$SUBSCRIBER_VENV"
   "$SUBSCRIBER_VENV/bin/pip" install --quiet --disable-pip-version-check \
     "standardwebhooks==1.1.0" "svix==2.9.1"
+fi
+
+# The OpenAPI gate (tests/api/openapi_lint.rs): openapi-spec-validator in a
+# venv of its own and Redocly's CLI (1.34, which runs on Debian's Node.js
+# 18 as well as on newer ones); and openapi-python-client, with what the
+# client it generates imports, for tests/api/openapi_client.rs. All under
+# target/openapi-tools.
+OPENAPI_TOOLS=target/openapi-tools
+if ! "$OPENAPI_TOOLS/venv/bin/openapi-spec-validator" --help >/dev/null 2>&1; then
+  rm -rf "$OPENAPI_TOOLS/venv"
+  python3 -m venv "$OPENAPI_TOOLS/venv"
+  "$OPENAPI_TOOLS/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "openapi-spec-validator==0.9.0"
+fi
+if [[ "$("$OPENAPI_TOOLS/redocly/node_modules/.bin/redocly" --version 2>/dev/null)" != "1.34.20" ]]; then
+  rm -rf "$OPENAPI_TOOLS/redocly"
+  npm install --prefix "$OPENAPI_TOOLS/redocly" --no-audit --no-fund --silent "@redocly/cli@1.34.20"
+fi
+if ! "$OPENAPI_TOOLS/client-venv/bin/openapi-python-client" --version 2>/dev/null | grep -q "0.29.1" \
+  || ! "$OPENAPI_TOOLS/client-venv/bin/python" -c "import dateutil" 2>/dev/null; then
+  rm -rf "$OPENAPI_TOOLS/client-venv"
+  python3 -m venv "$OPENAPI_TOOLS/client-venv"
+  "$OPENAPI_TOOLS/client-venv/bin/pip" install --quiet --disable-pip-version-check \
+    "openapi-python-client==0.29.1" "python-dateutil==2.9.0.post0"
 fi

@@ -42,6 +42,31 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
+    /// Every action, in the order of the list above.
+    pub const ALL: [AuditAction; 14] = [
+        AuditAction::OrganizationCreated,
+        AuditAction::OrganizationRenamed,
+        AuditAction::OrganizationPlanChanged,
+        AuditAction::RoleCreated,
+        AuditAction::RoleUpdated,
+        AuditAction::RoleDeleted,
+        AuditAction::MemberAdded,
+        AuditAction::MemberRoleChanged,
+        AuditAction::MemberRemoved,
+        AuditAction::MemberRoleExpired,
+        AuditAction::WebhookSaved,
+        AuditAction::WebhookRotated,
+        AuditAction::WebhookDeleted,
+        AuditAction::WebhookRecovered,
+    ];
+
+    /// The action named `name`, if there is one.
+    pub fn parse(name: &str) -> Option<AuditAction> {
+        AuditAction::ALL
+            .into_iter()
+            .find(|action| action.as_str() == name)
+    }
+
     /// The stored and published name, e.g. `role.created`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -191,31 +216,17 @@ pub struct AuditView {
 
 #[cfg(test)]
 mod tests {
-    use super::AuditAction::{self, *};
+    use super::AuditAction;
 
     #[test]
-    fn an_actions_stored_name_is_its_published_name() {
-        let all: [AuditAction; 14] = [
-            OrganizationCreated,
-            OrganizationRenamed,
-            OrganizationPlanChanged,
-            RoleCreated,
-            RoleUpdated,
-            RoleDeleted,
-            MemberAdded,
-            MemberRoleChanged,
-            MemberRemoved,
-            MemberRoleExpired,
-            WebhookSaved,
-            WebhookRotated,
-            WebhookDeleted,
-            WebhookRecovered,
-        ];
-        for action in all {
+    fn an_actions_stored_name_is_its_published_name_and_parses_back() {
+        for action in AuditAction::ALL {
             assert_eq!(
                 serde_json::to_value(action).ok(),
                 Some(serde_json::Value::from(action.as_str()))
             );
+            assert_eq!(AuditAction::parse(action.as_str()), Some(action));
         }
+        assert_eq!(AuditAction::parse("role.renamed"), None);
     }
 }

@@ -27,6 +27,24 @@ pub struct Problem {
     code: String,
     /// What went wrong, for people.
     detail: String,
+    /// The field that is wrong (VALIDATION_FAILED, UNKNOWN_DECISION,
+    /// UNKNOWN_PROJECT).
+    field: Option<String>,
+    /// The permission keys or event types not known (UNKNOWN_PERMISSION,
+    /// UNKNOWN_EVENT).
+    unknown: Option<Vec<String>>,
+    /// The permission the caller lacks (FORBIDDEN).
+    missing_permission: Option<String>,
+    /// The permissions a role change would grant that the caller lacks
+    /// (PERMISSION_ESCALATION).
+    missing_permissions: Option<Vec<String>>,
+    /// The status a refused transition started from (INVALID_TRANSITION).
+    from: Option<String>,
+    /// The status a refused transition asked for (INVALID_TRANSITION).
+    to: Option<String>,
+    /// Members still holding the role (ROLE_IN_USE).
+    #[schema(minimum = 1)]
+    member_count: Option<u64>,
 }
 
 /// A problem+json response for `status`, `code` and `detail`, plus `extra` members.

@@ -554,6 +554,22 @@ async fn action_filter_keeps_only_that_action_newest_first() {
 }
 }
 
+#[actix_web::test]
+async fn an_action_filter_that_names_no_audit_action_is_refused() {
+    let app = spawn_app().await;
+    let org = app.org("enterprise").await;
+    let reply = app
+        .get(
+            &org.path("/audit-log?action=role.renamed"),
+            &org.owner_token,
+        )
+        .await
+        .expect(400);
+    let body = reply.json();
+    assert_eq!(body["code"], json!("VALIDATION_FAILED"));
+    assert_eq!(body["field"], json!("action"));
+}
+
 /// Pages `query` with `limit=2` to the end; returns the pages' item lists.
 async fn pages_of(app: &TestApp, org: &Org, filter: &str) -> Vec<Vec<Value>> {
     let mut pages = Vec::new();

@@ -30,6 +30,8 @@ mod load_tool;
 mod members;
 mod observability;
 mod openapi;
+mod openapi_client;
+mod openapi_lint;
 mod postgres;
 mod rate_limits;
 mod receiver_example;

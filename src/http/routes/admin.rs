@@ -103,7 +103,7 @@ pub struct UpdateOrganization {
 }
 
 /// Creates a user.
-#[utoipa::path(tag = "admin", security(("bearer" = [])), request_body = CreateUser,
+#[utoipa::path(operation_id = "admin_create_user", tag = "admin", security(("bearer" = [])), request_body = CreateUser,
     responses((status = 201, body = User), (status = 400, body = Problem), (status = 401, body = Problem), (status = 409, body = Problem)))]
 #[post("/users")]
 async fn create_user(
@@ -123,7 +123,7 @@ async fn create_user(
 }
 
 /// Issues a bearer token for a user.
-#[utoipa::path(tag = "admin", security(("bearer" = [])), request_body = CreateToken,
+#[utoipa::path(operation_id = "admin_create_token", tag = "admin", security(("bearer" = [])), request_body = CreateToken,
     params(("user_id" = String, Path, description = "user id")),
     responses((status = 201, body = IssuedToken), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[post("/users/{user_id}/tokens")]
@@ -158,7 +158,7 @@ async fn create_token(
 }
 
 /// Revokes a token: it fails with 401 on the very next request.
-#[utoipa::path(tag = "admin", security(("bearer" = [])), params(("token_id" = String, Path, description = "token id")),
+#[utoipa::path(operation_id = "admin_revoke_token", tag = "admin", security(("bearer" = [])), params(("token_id" = String, Path, description = "token id")),
     responses((status = 204, description = "Revoked"), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[delete("/tokens/{token_id}")]
 async fn revoke_token(
@@ -172,7 +172,7 @@ async fn revoke_token(
 }
 
 /// Creates an organization with its Owner and Member roles and its first Owner.
-#[utoipa::path(tag = "admin", security(("bearer" = [])), request_body = CreateOrganization,
+#[utoipa::path(operation_id = "admin_create_organization", tag = "admin", security(("bearer" = [])), request_body = CreateOrganization,
     responses((status = 201, body = Organization), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[post("/organizations")]
 async fn create_org(
@@ -198,7 +198,7 @@ async fn create_org(
 }
 
 /// Renames an organization or changes its plan.
-#[utoipa::path(tag = "admin", security(("bearer" = [])), request_body = UpdateOrganization,
+#[utoipa::path(operation_id = "admin_update_organization", tag = "admin", security(("bearer" = [])), request_body = UpdateOrganization,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = Organization), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[patch("/organizations/{org_id}")]

@@ -30,7 +30,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// The scanner reports an analysis; fires `pr.analysis_completed`, then one
 /// `pr.violation_detected` per finding whose decision is ACCEPTED. 422 when a
 /// finding names no decision of this organization.
-#[utoipa::path(tag = "pull-requests", security(("bearer" = [])), request_body = ReportAnalysis, params(("org_id" = String, Path)),
+#[utoipa::path(operation_id = "report_analysis", tag = "pull-requests", security(("bearer" = [])), request_body = ReportAnalysis, params(("org_id" = String, Path)),
     responses((status = 201, body = Analysis), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 422, body = Problem)))]
 #[post("")]
@@ -65,7 +65,7 @@ async fn report(
 }
 
 /// Analyses, newest first.
-#[utoipa::path(tag = "pull-requests", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_analyses", tag = "pull-requests", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Analysis>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
@@ -79,7 +79,7 @@ async fn list_all(
 }
 
 /// One analysis.
-#[utoipa::path(tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "get_analysis", tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{id}")]
 async fn get_one(
@@ -91,7 +91,7 @@ async fn get_one(
 }
 
 /// Accepts the proposed findings; fires `pr.results_accepted` (409 when already accepted).
-#[utoipa::path(tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "accept_analysis", tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[post("/{id}/accept")]
 async fn accept(

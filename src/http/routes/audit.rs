@@ -3,7 +3,7 @@
 use actix_web::{get, web, HttpRequest, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
-use crate::domain::audit::AuditView;
+use crate::domain::audit::{AuditAction, AuditView};
 use crate::domain::error::ApiError;
 use crate::http::extract::OrgAccess;
 use crate::http::paging::{ListQuery, Page};
@@ -18,9 +18,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// The audit log (`org:settings:read`), newest first; `?action=` filters.
-#[utoipa::path(tag = "audit", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_audit_records", tag = "audit", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"),
-        ("action" = Option<String>, Query, description = "e.g. role.created"),
+        ("action" = Option<AuditAction>, Query, description = "only records of this action"),
         crate::http::paging::IdPaging),
     responses((status = 200, body = Page<AuditView>), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
@@ -34,7 +34,14 @@ async fn audit_log(
     let query = ListQuery::parse(&req)?;
     let org = access.org_id();
     let before = query.cursor_id(AuditId::from_slice)?;
-    let action = query.filters.get("action").map(String::as_str);
+    let action = match query.filters.get("action") {
+        None => None,
+        Some(name) => Some(
+            AuditAction::parse(name)
+                .ok_or_else(|| ApiError::invalid("action", "not an audit action"))?
+                .as_str(),
+        ),
+    };
     let page = ctx
         .store
         .audit_page(org, before, query.limit_or_default(), action)

@@ -28,7 +28,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Creates a capsule; fires `capsule.created`.
-#[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = CreateCapsule, params(("org_id" = String, Path)),
+#[utoipa::path(operation_id = "create_capsule", tag = "capsules", security(("bearer" = [])), request_body = CreateCapsule, params(("org_id" = String, Path)),
     responses((status = 201, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[post("")]
 async fn create(
@@ -46,7 +46,7 @@ async fn create(
 }
 
 /// Capsules, newest first.
-#[utoipa::path(tag = "capsules", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_capsules", tag = "capsules", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Capsule>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
@@ -60,7 +60,7 @@ async fn list_all(
 }
 
 /// One capsule.
-#[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "get_capsule", tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{id}")]
 async fn get_one(
@@ -72,7 +72,7 @@ async fn get_one(
 }
 
 /// Edits title, body, scope or attachments (409 CAPSULE_FROZEN when frozen); fires `capsule.updated`.
-#[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = UpdateCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "update_capsule", tag = "capsules", security(("bearer" = [])), request_body = UpdateCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[patch("/{id}")]
@@ -94,7 +94,7 @@ async fn update(
 }
 
 /// Freezes a capsule (no-op when frozen); fires `capsule.updated`.
-#[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "freeze_capsule", tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Capsule), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[post("/{id}/freeze")]
 async fn freeze(
@@ -123,7 +123,7 @@ async fn freeze(
 
 /// Creates the successor and freezes this capsule, pointing to it; fires `capsule.created`
 /// (the successor) then `capsule.updated` (this one). Answers the successor.
-#[utoipa::path(tag = "capsules", security(("bearer" = [])), request_body = SupersedeCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "supersede_capsule", tag = "capsules", security(("bearer" = [])), request_body = SupersedeCapsule, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 201, body = Capsule), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[post("/{id}/supersede")]
@@ -154,7 +154,7 @@ async fn supersede(
 }
 
 /// Deletes a capsule (needs all four capsules keys); fires `capsule.deleted`.
-#[utoipa::path(tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "delete_capsule", tag = "capsules", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[delete("/{id}")]
 async fn remove(

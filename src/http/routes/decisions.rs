@@ -30,7 +30,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Records a decision (DRAFT or PENDING); fires `decision.created`.
-#[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = CreateDecision, params(("org_id" = String, Path)),
+#[utoipa::path(operation_id = "create_decision", tag = "decisions", security(("bearer" = [])), request_body = CreateDecision, params(("org_id" = String, Path)),
     responses((status = 201, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[post("")]
 async fn create(
@@ -50,7 +50,7 @@ async fn create(
 }
 
 /// Decisions, newest first.
-#[utoipa::path(tag = "decisions", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_decisions", tag = "decisions", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Decision>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
@@ -64,7 +64,7 @@ async fn list_all(
 }
 
 /// One decision.
-#[utoipa::path(tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "get_decision", tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{id}")]
 async fn get_one(
@@ -76,7 +76,7 @@ async fn get_one(
 }
 
 /// Edits title, statement, rationale, tags or links; fires `decision.updated` when something changed.
-#[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = UpdateDecision, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "update_decision", tag = "decisions", security(("bearer" = [])), request_body = UpdateDecision, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[patch("/{id}")]
 async fn update(
@@ -101,7 +101,7 @@ async fn update(
 }
 
 /// Deletes a decision; fires `decision.deleted` with its last representation.
-#[utoipa::path(tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "delete_decision", tag = "decisions", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[delete("/{id}")]
 async fn remove(
@@ -121,7 +121,7 @@ async fn remove(
 
 /// Moves the status (DRAFT→PENDING `update`; PENDING→ACCEPTED `accept`; PENDING→REJECTED `reject`;
 /// PENDING or ACCEPTED→DEPRECATED `deprecate`); fires `decision.status_changed`.
-#[utoipa::path(tag = "decisions", security(("bearer" = [])), request_body = ChangeStatus, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "change_decision_status", tag = "decisions", security(("bearer" = [])), request_body = ChangeStatus, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Decision), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[post("/{id}/status")]

@@ -90,7 +90,7 @@ pub struct CheckResults {
 }
 
 /// A member's effective permissions (`org:team:read`, or your own).
-#[utoipa::path(tag = "members", security(("bearer" = [])),
+#[utoipa::path(operation_id = "get_member_permissions", tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 200, body = EffectivePermissions), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem)))]
@@ -104,7 +104,7 @@ async fn member_permissions(
 }
 
 /// The caller's effective permissions (any member).
-#[utoipa::path(tag = "members", security(("bearer" = [])),
+#[utoipa::path(operation_id = "get_my_permissions", tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = EffectivePermissions), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[get("/mine")]
@@ -120,7 +120,7 @@ async fn my_permissions(access: OrgAccess) -> Result<HttpResponse, ApiError> {
 
 /// Which of up to 100 keys a member holds: yourself (any member), or
 /// another member (`org:team:read`).
-#[utoipa::path(tag = "members", security(("bearer" = [])), request_body = CheckRequest,
+#[utoipa::path(operation_id = "check_permissions", tag = "members", security(("bearer" = [])), request_body = CheckRequest,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = CheckResults), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 413, body = Problem),

@@ -17,7 +17,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 
 /// Every event, in the seed's order, with a description and the JSON Schema
 /// (2020-12) of its envelope; `?limit=` pages it.
-#[utoipa::path(tag = "me", security(("bearer" = [])), params(crate::http::paging::KeyPaging),
+#[utoipa::path(operation_id = "list_event_types", tag = "me", security(("bearer" = [])), params(crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<EventType>), (status = 400, body = Problem), (status = 401, body = Problem)))]
 #[get("/event-types")]
 async fn event_types(

@@ -16,7 +16,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Liveness: 200 `{"status":"ok"}` once the server is serving.
-#[utoipa::path(tag = "meta", responses((status = 200, description = "The server is up", body = Object, example = json!({"status": "ok"}))))]
+#[utoipa::path(operation_id = "get_liveness", tag = "meta", responses((status = 200, description = "The server is up", body = Object, example = json!({"status": "ok"}))))]
 #[get("/healthz")]
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
@@ -25,7 +25,7 @@ async fn healthz() -> HttpResponse {
 /// Readiness: 200 `{"status":"ready"}` while the store takes writes (a
 /// write succeeded within the last second, or a probe write is flushed
 /// now); 503 STORAGE_UNAVAILABLE with `Retry-After` while it does not.
-#[utoipa::path(tag = "meta", responses(
+#[utoipa::path(operation_id = "get_readiness", tag = "meta", responses(
     (status = 200, description = "The store takes writes", body = Object, example = json!({"status": "ready"})),
     (status = 503, description = "The store cannot take writes now", body = Problem,
         headers(("Retry-After" = u32, description = "seconds")))))]

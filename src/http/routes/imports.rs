@@ -28,7 +28,7 @@ pub fn configure_for_projects(cfg: &mut ServiceConfig) {
 }
 
 /// Starts an import into a project (status running).
-#[utoipa::path(tag = "imports", security(("bearer" = [])), request_body = StartImport, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "start_import", tag = "imports", security(("bearer" = [])), request_body = StartImport, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 202, body = Import), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[post("/{id}/imports")]
 async fn start(
@@ -44,7 +44,7 @@ async fn start(
 }
 
 /// A project's imports, newest first.
-#[utoipa::path(tag = "imports", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_project_imports", tag = "imports", security(("bearer" = [])),
     params(("org_id" = String, Path), ("id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Import>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{id}/imports")]
@@ -59,7 +59,7 @@ async fn list_for_project(
 }
 
 /// One import.
-#[utoipa::path(tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "get_import", tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{id}")]
 async fn get_one(
@@ -71,7 +71,7 @@ async fn get_one(
 }
 
 /// Cancels a running import (409 INVALID_TRANSITION when it finished).
-#[utoipa::path(tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "cancel_import", tag = "imports", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[post("/{id}/cancel")]
 async fn cancel(
@@ -97,7 +97,7 @@ async fn cancel(
 
 /// The importer reports the outcome; fires `project.import_completed` or
 /// `project.import_failed` (with `failure_reason`). 409 when already finished.
-#[utoipa::path(tag = "imports", security(("bearer" = [])), request_body = ImportResult, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "report_import_result", tag = "imports", security(("bearer" = [])), request_body = ImportResult, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Import), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[post("/{id}/result")]

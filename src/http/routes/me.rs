@@ -53,7 +53,7 @@ pub struct CatalogEntry {
 }
 
 /// The caller and their memberships.
-#[utoipa::path(tag = "me", security(("bearer" = [])), responses((status = 200, body = Me), (status = 401, body = Problem)))]
+#[utoipa::path(operation_id = "get_me", tag = "me", security(("bearer" = [])), responses((status = 200, body = Me), (status = 401, body = Problem)))]
 #[get("/me")]
 async fn me(auth: UserAuth, ctx: web::Data<AppContext>) -> Result<HttpResponse, ApiError> {
     let user = ctx
@@ -86,7 +86,7 @@ async fn me(auth: UserAuth, ctx: web::Data<AppContext>) -> Result<HttpResponse, 
 }
 
 /// The permission catalog, in the seed's order: every key unless `?limit=` pages it.
-#[utoipa::path(tag = "me", security(("bearer" = [])), params(crate::http::paging::KeyPaging),
+#[utoipa::path(operation_id = "list_permissions", tag = "me", security(("bearer" = [])), params(crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<CatalogEntry>), (status = 400, body = Problem), (status = 401, body = Problem)))]
 #[get("/permissions")]
 async fn permissions(_: UserAuth, req: HttpRequest) -> Result<HttpResponse, ApiError> {

@@ -75,7 +75,7 @@ fn member_id(path: &(String, String)) -> Result<UserId, ApiError> {
 }
 
 /// Members by user id (`org:team:read`); `?permission=` keeps those whose role holds that key.
-#[utoipa::path(tag = "members", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_members", tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"),
         PermissionFilter,
         crate::http::paging::KeyPaging),
@@ -107,7 +107,7 @@ async fn list_members(access: OrgAccess, req: HttpRequest) -> Result<HttpRespons
 }
 
 /// One membership (`org:team:read`, or your own).
-#[utoipa::path(tag = "members", security(("bearer" = [])),
+#[utoipa::path(operation_id = "get_member", tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 200, body = MembershipView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{user_id}")]
@@ -120,7 +120,7 @@ async fn get_member(
 }
 
 /// Invites a user (`org:team:invite`); emits `member.added`.
-#[utoipa::path(tag = "members", security(("bearer" = [])), request_body = AddMember,
+#[utoipa::path(operation_id = "add_member", tag = "members", security(("bearer" = [])), request_body = AddMember,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 201, body = MembershipView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem), (status = 422, body = Problem)))]
@@ -143,7 +143,7 @@ async fn add_member(
 }
 
 /// Changes a member's role (`org:team:manage`); emits `member.role_changed`.
-#[utoipa::path(tag = "members", security(("bearer" = [])), request_body = ChangeRole,
+#[utoipa::path(operation_id = "update_member", tag = "members", security(("bearer" = [])), request_body = ChangeRole,
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 200, body = MembershipView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 422, body = Problem)))]
@@ -166,7 +166,7 @@ async fn change_role(
 }
 
 /// Removes a member (`org:team:manage`, or yourself); emits `member.removed`.
-#[utoipa::path(tag = "members", security(("bearer" = [])),
+#[utoipa::path(operation_id = "remove_member", tag = "members", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("user_id" = String, Path, description = "user id")),
     responses((status = 204, description = "Removed"), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]

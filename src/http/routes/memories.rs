@@ -26,7 +26,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Captures a memory; fires `memory.created`.
-#[utoipa::path(tag = "memories", security(("bearer" = [])), request_body = CreateMemory, params(("org_id" = String, Path)),
+#[utoipa::path(operation_id = "create_memory", tag = "memories", security(("bearer" = [])), request_body = CreateMemory, params(("org_id" = String, Path)),
     responses((status = 201, body = Memory), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[post("")]
 async fn create(
@@ -44,7 +44,7 @@ async fn create(
 }
 
 /// Memories, newest first.
-#[utoipa::path(tag = "memories", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_memories", tag = "memories", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Memory>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
@@ -58,7 +58,7 @@ async fn list_all(
 }
 
 /// One memory.
-#[utoipa::path(tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "get_memory", tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Memory), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{id}")]
 async fn get_one(
@@ -70,7 +70,7 @@ async fn get_one(
 }
 
 /// Edits content or metadata; fires `memory.updated` when something changed.
-#[utoipa::path(tag = "memories", security(("bearer" = [])), request_body = UpdateMemory, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "update_memory", tag = "memories", security(("bearer" = [])), request_body = UpdateMemory, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Memory), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[patch("/{id}")]
 async fn update(
@@ -95,7 +95,7 @@ async fn update(
 }
 
 /// Deletes a memory; fires `memory.deleted` with its last representation.
-#[utoipa::path(tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "delete_memory", tag = "memories", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[delete("/{id}")]
 async fn remove(

@@ -22,7 +22,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 /// Metrics in Prometheus text format: HTTP requests by route template,
 /// deliveries by outcome and attempt, queue depth, outbox size, live
 /// organization actors and database size. Open unless `metrics.token` is set.
-#[utoipa::path(tag = "meta", security((), ("bearer" = [])),
+#[utoipa::path(operation_id = "get_metrics", tag = "meta", security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Prometheus text format", content_type = "text/plain", body = String),
         (status = 401, body = Problem)))]

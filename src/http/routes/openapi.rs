@@ -3,9 +3,10 @@
 use actix_web::{get, web, App, HttpResponse};
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::Operation;
-use utoipa::openapi::schema::{ObjectBuilder, Type};
+use utoipa::openapi::schema::{ArrayItems, ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
+use utoipa::openapi::server::Server;
+use utoipa::openapi::{Components, ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa_actix_web::service_config::ServiceConfig;
 use utoipa_actix_web::AppExt;
 
@@ -35,7 +36,9 @@ pub fn document() -> OpenApi {
     api.extensions
         .get_or_insert_with(Default::default)
         .insert("webhooks".into(), crate::http::schema::events::webhooks());
-    for item in api.paths.paths.values_mut() {
+    // Paths are relative to wherever the document was fetched from.
+    api.servers = Some(vec![Server::new("/")]);
+    for (path, item) in api.paths.paths.iter_mut() {
         for operation in [
             &mut item.get,
             &mut item.put,
@@ -47,11 +50,74 @@ pub fn document() -> OpenApi {
         .flatten()
         {
             document_body_errors(operation);
+            document_access_errors(path, operation);
             document_rate_limit(operation);
             problems_as_problem_json(operation);
         }
     }
+    pages_reference_their_items(components_of(&mut api));
     api
+}
+
+fn components_of(api: &mut OpenApi) -> &mut Components {
+    api.components.get_or_insert_with(Default::default)
+}
+
+/// What every operation may answer besides its own outcomes: a public one
+/// says it needs no token (`security: []`); one that takes a token may
+/// answer 401, and 503 when the store cannot check it; one under an
+/// organization may also answer 403 and 404.
+fn document_access_errors(path: &str, operation: &mut Operation) {
+    if operation.security.as_ref().is_none_or(Vec::is_empty) {
+        operation.security = Some(Vec::new());
+        return;
+    }
+    let mut errors = vec![
+        ("401", "No token, or not a live one (UNAUTHENTICATED)"),
+        (
+            "503",
+            "The store cannot answer now (STORAGE_UNAVAILABLE); nothing was done, try again after \
+             `Retry-After`",
+        ),
+    ];
+    if path.starts_with("/organizations/{org_id}") {
+        errors.push((
+            "403",
+            "The caller lacks a permission the operation needs (FORBIDDEN)",
+        ));
+        errors.push((
+            "404",
+            "No such organization, or the caller is not a member of it, or no such record \
+             (NOT_FOUND)",
+        ));
+    }
+    for (status, description) in errors {
+        operation
+            .responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| problem(description).into());
+    }
+}
+
+/// A page of records refers to its records' schema, so that a generated
+/// client has one class per record (`RoleView`, not a copy per page).
+fn pages_reference_their_items(components: &mut Components) {
+    let names: Vec<String> = components.schemas.keys().cloned().collect();
+    for (name, schema) in components.schemas.iter_mut() {
+        let Some(item) = name.strip_prefix("Page_") else {
+            continue;
+        };
+        if !names.iter().any(|n| n == item) {
+            continue;
+        }
+        let RefOr::T(Schema::Object(page)) = schema else {
+            continue;
+        };
+        if let Some(RefOr::T(Schema::Array(items))) = page.properties.get_mut("items") {
+            items.items = ArrayItems::RefOrSchema(Box::new(Ref::from_schema_name(item).into()));
+        }
+    }
 }
 
 const PROBLEM_REF: &str = "#/components/schemas/Problem";
@@ -147,7 +213,7 @@ fn problems_as_problem_json(operation: &mut Operation) {
 }
 
 /// The OpenAPI 3.1 document of this API.
-#[utoipa::path(tag = "meta", responses((status = 200, description = "OpenAPI 3.1 document", body = Object)))]
+#[utoipa::path(operation_id = "get_openapi_document", tag = "meta", responses((status = 200, description = "OpenAPI 3.1 document", body = Object)))]
 #[get("/openapi.json")]
 async fn openapi_json(doc: web::Data<OpenApi>) -> HttpResponse {
     HttpResponse::Ok().json(doc.get_ref())

@@ -20,7 +20,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// The organization (any member).
-#[utoipa::path(tag = "organizations", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
+#[utoipa::path(operation_id = "get_organization", tag = "organizations", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = Organization), (status = 401, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
 async fn get_org(access: OrgAccess) -> Result<HttpResponse, ApiError> {
@@ -29,7 +29,7 @@ async fn get_org(access: OrgAccess) -> Result<HttpResponse, ApiError> {
 }
 
 /// Renames the organization (`org:settings:manage`) or changes its plan (`org:billing:manage`).
-#[utoipa::path(tag = "organizations", security(("bearer" = [])), request_body = UpdateOrganization,
+#[utoipa::path(operation_id = "update_organization", tag = "organizations", security(("bearer" = [])), request_body = UpdateOrganization,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = Organization), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]

@@ -26,7 +26,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Adds a project; fires `project.created`.
-#[utoipa::path(tag = "projects", security(("bearer" = [])), request_body = CreateProject, params(("org_id" = String, Path)),
+#[utoipa::path(operation_id = "create_project", tag = "projects", security(("bearer" = [])), request_body = CreateProject, params(("org_id" = String, Path)),
     responses((status = 201, body = Project), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[post("")]
 async fn create(
@@ -44,7 +44,7 @@ async fn create(
 }
 
 /// Projects, newest first.
-#[utoipa::path(tag = "projects", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_projects", tag = "projects", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Project>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
@@ -58,7 +58,7 @@ async fn list_all(
 }
 
 /// One project.
-#[utoipa::path(tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "get_project", tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Project), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{id}")]
 async fn get_one(
@@ -70,7 +70,7 @@ async fn get_one(
 }
 
 /// Renames a project or changes its repository.
-#[utoipa::path(tag = "projects", security(("bearer" = [])), request_body = UpdateProject, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "update_project", tag = "projects", security(("bearer" = [])), request_body = UpdateProject, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Project), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[patch("/{id}")]
 async fn update(
@@ -89,7 +89,7 @@ async fn update(
 }
 
 /// Deletes a project.
-#[utoipa::path(tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "delete_project", tag = "projects", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[delete("/{id}")]
 async fn remove(

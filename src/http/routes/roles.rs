@@ -78,7 +78,7 @@ fn if_match(req: &HttpRequest) -> Option<IfMatch> {
 }
 
 /// Every role: Owner, Member, then custom roles by name. Without `limit`, all rows.
-#[utoipa::path(tag = "roles", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_roles", tag = "roles", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"),
         crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<RoleView>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 404, body = Problem)))]
@@ -108,7 +108,7 @@ async fn list_roles(access: OrgAccess, req: HttpRequest) -> Result<HttpResponse,
 }
 
 /// One role, with its `ETag`.
-#[utoipa::path(tag = "roles", security(("bearer" = [])),
+#[utoipa::path(operation_id = "get_role", tag = "roles", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id")),
     responses((status = 200, body = RoleView, headers(("ETag" = String, description = "for If-Match"))),
         (status = 401, body = Problem), (status = 404, body = Problem)))]
@@ -124,7 +124,7 @@ async fn get_role(
 }
 
 /// Creates a custom role (`org:settings:manage`, Enterprise plan).
-#[utoipa::path(tag = "roles", security(("bearer" = [])), request_body = CreateRole,
+#[utoipa::path(operation_id = "create_role", tag = "roles", security(("bearer" = [])), request_body = CreateRole,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 201, body = RoleView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 402, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem),
@@ -147,7 +147,7 @@ async fn create_role(
 }
 
 /// Edits a role (`org:settings:manage`, Enterprise plan); honours `If-Match`.
-#[utoipa::path(tag = "roles", security(("bearer" = [])), request_body = UpdateRole,
+#[utoipa::path(operation_id = "update_role", tag = "roles", security(("bearer" = [])), request_body = UpdateRole,
     params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id"),
         ("If-Match" = Option<String>, Header, description = "ETag from GET")),
     responses((status = 200, body = RoleView), (status = 400, body = Problem), (status = 401, body = Problem),
@@ -172,7 +172,7 @@ async fn update_role(
 }
 
 /// Deletes a custom role without members (`org:settings:manage`, Enterprise plan).
-#[utoipa::path(tag = "roles", security(("bearer" = [])),
+#[utoipa::path(operation_id = "delete_role", tag = "roles", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id"),
         ("If-Match" = Option<String>, Header, description = "ETag from GET")),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 402, body = Problem),
@@ -195,7 +195,7 @@ async fn delete_role(
 }
 
 /// Members holding the role (`org:team:read`).
-#[utoipa::path(tag = "roles", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_role_members", tag = "roles", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("role_id" = String, Path, description = "role id"),
         crate::http::paging::KeyPaging),
     responses((status = 200, body = Page<MembershipView>), (status = 400, body = Problem), (status = 401, body = Problem),

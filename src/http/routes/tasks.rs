@@ -29,7 +29,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
 }
 
 /// Opens a task; fires `task.created`.
-#[utoipa::path(tag = "tasks", security(("bearer" = [])), request_body = CreateTask, params(("org_id" = String, Path)),
+#[utoipa::path(operation_id = "create_task", tag = "tasks", security(("bearer" = [])), request_body = CreateTask, params(("org_id" = String, Path)),
     responses((status = 201, body = Task), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 422, body = Problem)))]
 #[post("")]
@@ -62,7 +62,7 @@ async fn create(
 }
 
 /// Tasks, newest first.
-#[utoipa::path(tag = "tasks", security(("bearer" = [])),
+#[utoipa::path(operation_id = "list_tasks", tag = "tasks", security(("bearer" = [])),
     params(("org_id" = String, Path), crate::http::paging::IdPaging),
     responses((status = 200, body = Page<Task>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
@@ -76,7 +76,7 @@ async fn list_all(
 }
 
 /// One task.
-#[utoipa::path(tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "get_task", tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Task), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("/{id}")]
 async fn get_one(
@@ -89,7 +89,7 @@ async fn get_one(
 
 /// Edits title, description or status (adjacent moves only); a status move fires
 /// `task.status_changed`, and a move to done then `task.completed`.
-#[utoipa::path(tag = "tasks", security(("bearer" = [])), request_body = UpdateTask, params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "update_task", tag = "tasks", security(("bearer" = [])), request_body = UpdateTask, params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Task), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
 #[patch("/{id}")]
@@ -122,7 +122,7 @@ async fn update(
 }
 
 /// Deletes a task.
-#[utoipa::path(tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
+#[utoipa::path(operation_id = "delete_task", tag = "tasks", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[delete("/{id}")]
 async fn remove(

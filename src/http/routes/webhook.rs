@@ -95,7 +95,7 @@ pub struct Redelivery {
 }
 
 /// The endpoint (`org:settings:read`); the secret is never returned.
-#[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
+#[utoipa::path(operation_id = "get_webhook", tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = WebhookView), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[get("")]
 async fn get_webhook(access: OrgAccess) -> Result<HttpResponse, ApiError> {
@@ -104,7 +104,7 @@ async fn get_webhook(access: OrgAccess) -> Result<HttpResponse, ApiError> {
 }
 
 /// Sends `test.preflight` synchronously (`org:settings:manage`).
-#[utoipa::path(tag = "webhook", security(("bearer" = [])), request_body = TestWebhook,
+#[utoipa::path(operation_id = "test_webhook", tag = "webhook", security(("bearer" = [])), request_body = TestWebhook,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = TestResult), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 413, body = Problem), (status = 415, body = Problem)))]
@@ -155,7 +155,7 @@ async fn test_webhook(
 }
 
 /// Saves the URL, events and secret of a passed test (`org:settings:manage`).
-#[utoipa::path(tag = "webhook", security(("bearer" = [])), request_body = SaveWebhook,
+#[utoipa::path(operation_id = "save_webhook", tag = "webhook", security(("bearer" = [])), request_body = SaveWebhook,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = WebhookView), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem), (status = 409, body = Problem)))]
@@ -198,7 +198,7 @@ async fn save_webhook(
 }
 
 /// A new signing secret, shown once; the old one stops working at once (`org:settings:manage`).
-#[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
+#[utoipa::path(operation_id = "rotate_webhook_secret", tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 200, body = RotatedSecret), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[post("/rotate")]
 async fn rotate_webhook(
@@ -217,7 +217,7 @@ async fn rotate_webhook(
 }
 
 /// Removes the endpoint; queued attempts are dropped and logged (`org:settings:manage`).
-#[utoipa::path(tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
+#[utoipa::path(operation_id = "delete_webhook", tag = "webhook", security(("bearer" = [])), params(("org_id" = String, Path, description = "organization id")),
     responses((status = 204, description = "Removed"), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[delete("")]
 async fn delete_webhook(
@@ -248,7 +248,9 @@ struct DeliveryFilter {
     outcome: Option<crate::domain::delivery::Outcome>,
 }
 
-#[utoipa::path(tag = "webhook", security(("bearer" = [])),
+/// The delivery log (`org:settings:read`), newest first: every attempt and
+/// skip, optionally only one event or one outcome.
+#[utoipa::path(operation_id = "list_webhook_deliveries", tag = "webhook", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"),
         DeliveryFilter,
         crate::http::paging::IdPaging),
@@ -292,7 +294,7 @@ async fn list_deliveries(
 }
 
 /// Sends a logged delivery's envelope again as a new delivery (`org:settings:manage`).
-#[utoipa::path(tag = "webhook", security(("bearer" = [])),
+#[utoipa::path(operation_id = "redeliver_webhook_delivery", tag = "webhook", security(("bearer" = [])),
     params(("org_id" = String, Path, description = "organization id"), ("delivery_id" = String, Path, description = "a record's delivery_id")),
     responses((status = 202, body = Redelivery), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
 #[post("/deliveries/{delivery_id}/redeliver")]

@@ -48,7 +48,7 @@ pub struct Recovered {
 /// Queues one new delivery (new id, attempts from 1, signed with the current
 /// secret) for every event whose attempts failed in `[since, until)` and that
 /// has not succeeded since nor is queued (`org:settings:manage`).
-#[utoipa::path(tag = "webhook", security(("bearer" = [])), request_body = Recover,
+#[utoipa::path(operation_id = "recover_webhook_deliveries", tag = "webhook", security(("bearer" = [])), request_body = Recover,
     params(("org_id" = String, Path, description = "organization id")),
     responses((status = 202, body = Recovered), (status = 400, body = Problem), (status = 401, body = Problem),
         (status = 403, body = Problem), (status = 404, body = Problem)))]
