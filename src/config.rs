@@ -57,6 +57,29 @@ pub struct ApiConfig {
     pub rate_limit_per_second: u32,
     /// Requests a token may make at once after a quiet spell; 0 means one second's worth.
     pub rate_limit_burst: u32,
+    /// How long the answer of a request sent with an `Idempotency-Key` is
+    /// kept for its retries, in hours (fractions allowed).
+    #[serde(deserialize_with = "positive_hours")]
+    pub idempotency_ttl_hours: f64,
+}
+
+impl ApiConfig {
+    /// [`Self::idempotency_ttl_hours`] as a duration.
+    pub fn idempotency_ttl(&self) -> Duration {
+        Duration::from_secs_f64(self.idempotency_ttl_hours * 3600.0)
+    }
+}
+
+/// A number of hours above 0 (and at most about a century).
+fn positive_hours<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    let hours = f64::deserialize(deserializer)?;
+    if hours.is_finite() && hours > 0.0 && hours <= 1_000_000.0 {
+        Ok(hours)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "expected a number of hours above 0, got {hours}"
+        )))
+    }
 }
 
 /// `[metrics]`.
@@ -344,6 +367,9 @@ fn apply_env(table: &mut toml::Table, name: &str, raw: &str) -> Result<(), Confi
     *slot = match slot {
         toml::Value::Integer(_) => {
             toml::Value::Integer(raw.trim().parse().map_err(|_| wrong("an integer"))?)
+        }
+        toml::Value::Float(_) => {
+            toml::Value::Float(raw.trim().parse().map_err(|_| wrong("a number"))?)
         }
         toml::Value::Boolean(_) => {
             toml::Value::Boolean(raw.trim().parse().map_err(|_| wrong("true or false"))?)

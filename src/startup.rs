@@ -31,6 +31,7 @@ use crate::config::Config;
 use crate::dashboard;
 use crate::domain::change::Write;
 use crate::http::body::BodyLimits;
+use crate::http::idempotency::idempotency;
 use crate::http::observe::observe;
 use crate::http::problem::{problem_response, PROBLEM_JSON};
 use crate::http::rate_limit::RateLimiter;
@@ -213,6 +214,7 @@ impl Application {
             ),
             None => tracing::info!("rate limits off (api.rate_limit_per_second = 0)"),
         }
+        let document = openapi::document();
         let context = web::Data::new(AppContext {
             store: store.clone(),
             account_changes: Accounts::new(accounts.clone(), commit.clone()),
@@ -234,8 +236,10 @@ impl Application {
                 config.server.body_timeout(),
                 config.server.body_memory_bytes(),
             ),
+            idempotency_ttl: config.api.idempotency_ttl(),
+            keyed_routes: crate::http::idempotency::KeyedRoutes::of(&document),
         });
-        let document = openapi::document();
+        crate::http::idempotency::start_purging(store.clone());
         let event_types = web::Data::new(crate::http::schema::events::catalog(
             document.components.as_ref().unwrap_or(&Default::default()),
         ));
@@ -249,6 +253,7 @@ impl Application {
                 .app_data(document.clone())
                 .app_data(event_types.clone())
                 .wrap(ErrorHandlers::new().default_handler(ensure_problem_body))
+                .wrap(from_fn(idempotency))
                 .wrap(from_fn(observe))
                 .into_utoipa_app()
                 .configure(routes::configure)

@@ -127,6 +127,15 @@ pub enum ApiError {
     /// was done. Carries the seconds until the next request is allowed.
     #[error("too many requests with this token; try again in {0} s")]
     RateLimited(u64),
+    /// An `Idempotency-Key` already used for another request (another
+    /// method, path or body).
+    #[error(
+        "this Idempotency-Key was used for another request (method, path or body); use a new key"
+    )]
+    IdempotencyKeyReused,
+    /// An `Idempotency-Key` whose first request is still running.
+    #[error("a request with this Idempotency-Key is still running; try again after Retry-After")]
+    IdempotencyKeyInProgress,
     /// The request body did not arrive in time (`server.body_timeout_ms`).
     #[error("the request body did not arrive within {0} ms; the connection is closed")]
     BodyTimeout(u128),
@@ -192,6 +201,8 @@ impl ApiError {
             UnknownRole => "UNKNOWN_ROLE",
             StorageUnavailable(_) | StorageUnconfirmed(_) => "STORAGE_UNAVAILABLE",
             RateLimited(_) => "RATE_LIMITED",
+            IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            IdempotencyKeyInProgress => "IDEMPOTENCY_KEY_IN_PROGRESS",
             BodyTimeout(_) => "REQUEST_TIMEOUT",
             ServerBusy => "SERVER_BUSY",
             Internal(_) => "INTERNAL",

@@ -4,6 +4,7 @@
 pub mod body;
 pub mod credential;
 pub mod extract;
+pub mod idempotency;
 pub mod observe;
 pub mod org_routes;
 pub mod paging;
@@ -75,6 +76,10 @@ pub struct AppContext {
     pub rate_limiter: Option<crate::http::rate_limit::RateLimiter>,
     /// How long a request body may take, and the memory bodies may hold.
     pub bodies: body::BodyLimits,
+    /// How long the answers of requests with an `Idempotency-Key` are kept.
+    pub idempotency_ttl: std::time::Duration,
+    /// The routes that take an `Idempotency-Key`.
+    pub keyed_routes: idempotency::KeyedRoutes,
 }
 
 impl AppContext {

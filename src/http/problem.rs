@@ -97,6 +97,8 @@ pub fn status_of(error: &ApiError) -> StatusCode {
         RoleInUse(_) | UnknownRole | UnknownReference(..) => StatusCode::UNPROCESSABLE_ENTITY,
         StorageUnavailable(_) | StorageUnconfirmed(_) => StatusCode::SERVICE_UNAVAILABLE,
         RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+        IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+        IdempotencyKeyInProgress => StatusCode::CONFLICT,
         BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
         ServerBusy => StatusCode::SERVICE_UNAVAILABLE,
         Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -178,6 +180,11 @@ impl ResponseError for ApiError {
                 response
                     .head_mut()
                     .set_connection_type(ConnectionType::Close);
+            }
+            ApiError::IdempotencyKeyInProgress => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(1));
             }
             ApiError::ServerBusy => {
                 response

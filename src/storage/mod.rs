@@ -13,6 +13,7 @@
 //! outgrow one machine (`storage/postgres/`, the only code that knows SQL).
 
 pub mod copy;
+pub mod idempotency;
 pub mod postgres;
 mod sealed;
 mod sled;
@@ -414,6 +415,68 @@ impl Store {
         match self {
             Store::Sled(store) => store.ready(),
             Store::Postgres(store) => store.ready().await,
+        }
+    }
+
+    /// Claims the idempotency key `scope` for a request with `claim`'s
+    /// fingerprint, unless a live record holds it: then what that record
+    /// says (replay its answer, wait for its request, or refuse another).
+    pub async fn idempotency_begin(
+        &self,
+        scope: [u8; 32],
+        claim: &idempotency::KeyRecord,
+        now: crate::time::Timestamp,
+    ) -> Result<idempotency::Begin, StoreError> {
+        match self {
+            Store::Sled(store) => store.idempotency_begin(scope, claim, now),
+            Store::Postgres(store) => store.idempotency_begin(scope, claim, now).await,
+        }
+    }
+
+    /// Records the answer of the request that claimed `scope`: durable
+    /// when it returns.
+    pub async fn idempotency_answer(
+        &self,
+        scope: [u8; 32],
+        record: &idempotency::KeyRecord,
+    ) -> Result<(), StoreError> {
+        match self {
+            Store::Sled(store) => store.idempotency_answer(scope, record).await,
+            Store::Postgres(store) => store.idempotency_answer(scope, record).await,
+        }
+    }
+
+    /// Drops the claim on `scope` of the request with `fingerprint` (its
+    /// answer is not kept: a retry may run again).
+    pub async fn idempotency_forget(
+        &self,
+        scope: [u8; 32],
+        fingerprint: &[u8; 32],
+    ) -> Result<(), StoreError> {
+        match self {
+            Store::Sled(store) => {
+                store.idempotency_forget(scope, fingerprint);
+                Ok(())
+            }
+            Store::Postgres(store) => store.idempotency_forget(scope, fingerprint).await,
+        }
+    }
+
+    /// Deletes up to `limit` idempotency records past their time at `now`;
+    /// how many went.
+    pub async fn idempotency_purge(
+        &self,
+        now: crate::time::Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        match self {
+            Store::Sled(store) => {
+                let store = store.clone();
+                tokio::task::spawn_blocking(move || store.idempotency_purge(now, limit))
+                    .await
+                    .map_err(StoreError::engine)?
+            }
+            Store::Postgres(store) => store.idempotency_purge(now, limit).await,
         }
     }
 

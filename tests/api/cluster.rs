@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::engines::{on_database, Engine};
 use crate::helpers::{
-    client, eventually, launch_binary, spawn_binary_capturing, CapturedOutput, Running, ADMIN,
+    client, eventually, launch_binary, send, spawn_binary_capturing, CapturedOutput, Req, Running,
+    ADMIN,
 };
 
 /// The settings that put a node on the database at `url`, with a
@@ -1134,4 +1135,38 @@ async fn an_expiry_set_on_one_node_is_in_force_on_the_other_and_recorded_once() 
         assert_eq!(member["role_name"], json!("Member"));
         assert_eq!(member["role_expires_at"], serde_json::Value::Null);
     }
+}
+
+#[actix_web::test]
+async fn a_create_sent_again_to_the_other_node_is_replayed_there() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::idempotency") else {
+        return;
+    };
+    let Pair { a, b, .. } = two_nodes(&databases);
+    let (org, owner) = enterprise_org(&a, "Keyed").await;
+    async fn create(node: &Running, org: &str, owner: &str, title: &str) -> crate::helpers::Reply {
+        let request = Req::json(
+            actix_web::http::Method::POST,
+            &format!("{org}/tasks"),
+            Some(owner),
+            Some(json!({"title": title})),
+        )
+        .header("Idempotency-Key", "across-nodes");
+        send(&node.client, &node.server.address, request).await
+    }
+    let first = create(&a, &org, &owner, "once").await;
+    let created = first.json_with_status(201);
+    let replayed = create(&b, &org, &owner, "once").await;
+    assert_eq!(replayed.status, 201);
+    assert_eq!(replayed.header("idempotent-replayed"), "true");
+    assert_eq!(replayed.json(), created);
+    create(&b, &org, &owner, "another")
+        .await
+        .problem(422, "IDEMPOTENCY_KEY_REUSED");
+    let tasks = b
+        .get(&format!("{org}/tasks"), &owner)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
 }

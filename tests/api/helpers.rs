@@ -49,6 +49,18 @@ impl Reply {
         self
     }
 
+    /// Asserts the status, with the body in the message; the body as JSON.
+    #[track_caller]
+    pub fn json_with_status(&self, status: u16) -> Value {
+        assert_eq!(
+            self.status,
+            status,
+            "unexpected status; body: {}",
+            String::from_utf8_lossy(&self.body)
+        );
+        self.json()
+    }
+
     /// Asserts a problem+json error with `status` and `code`; returns the body.
     #[track_caller]
     pub fn problem(&self, status: u16, code: &str) -> Value {

@@ -25,6 +25,7 @@ mod effective_permissions;
 mod event_types;
 mod fuzz_regressions;
 mod https;
+mod idempotency;
 mod isolation;
 mod load_tool;
 mod members;

@@ -199,6 +199,84 @@ async fn pages_refer_to_their_records_and_problem_carries_its_extension_members(
     );
 }
 
+#[actix_web::test]
+async fn operations_that_create_or_change_take_an_idempotency_key() {
+    let app = spawn_app().await;
+    let doc = served(&app).await;
+    let takes_key = |method: &str, path: &str| {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .is_some_and(|p| {
+                p.iter()
+                    .any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header")
+            })
+    };
+    for (method, path) in [
+        ("post", "/organizations/{org_id}/tasks"),
+        ("post", "/organizations/{org_id}/roles"),
+        ("post", "/organizations/{org_id}/members"),
+        ("put", "/organizations/{org_id}/webhook"),
+        ("post", "/organizations/{org_id}/webhook/rotate"),
+        ("post", "/organizations/{org_id}/webhook/recover"),
+        ("post", "/admin/users"),
+    ] {
+        assert!(
+            takes_key(method, path),
+            "{method} {path} takes an Idempotency-Key"
+        );
+        let responses = &doc["paths"][path][method]["responses"];
+        for status in ["409", "422"] {
+            assert!(
+                responses[status].is_object(),
+                "{method} {path} declares {status}"
+            );
+        }
+    }
+    for (method, path) in [
+        ("post", "/organizations/{org_id}/permissions/check"),
+        ("get", "/organizations/{org_id}/tasks"),
+        ("patch", "/organizations/{org_id}/roles/{role_id}"),
+    ] {
+        assert!(!takes_key(method, path), "{method} {path} takes no key");
+    }
+}
+
+/// Every `pattern` anywhere in `value`.
+fn patterns<'v>(value: &'v Value, out: &mut Vec<&'v str>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                match (key.as_str(), inner) {
+                    ("pattern", Value::String(pattern)) => out.push(pattern),
+                    _ => patterns(inner, out),
+                }
+            }
+        }
+        Value::Array(list) => list.iter().for_each(|v| patterns(v, out)),
+        _ => {}
+    }
+}
+
+#[actix_web::test]
+async fn patterns_use_no_escapes_that_generators_turn_into_raw_characters() {
+    let app = spawn_app().await;
+    let doc = served(&app).await;
+    let mut found = Vec::new();
+    patterns(&doc, &mut found);
+    assert!(found.len() >= 10, "the document has patterns: {found:?}");
+    for pattern in found {
+        // A zod generator decodes `\u2028` into U+2028 inside a regular-
+        // expression literal: a syntax error. RE2 (Go) knows no `\u` at all.
+        assert!(!pattern.contains("\\u"), "no \\u escape in {pattern}");
+        assert!(
+            !pattern
+                .chars()
+                .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}'),
+            "no raw control character or line separator in {pattern:?}"
+        );
+    }
+}
+
 /// The validator and Redocly's CLI, as `.ci/install.sh` installs them (or
 /// as `ROLECALL_TEST_OPENAPI_VALIDATOR` and `ROLECALL_TEST_REDOCLY` name).
 fn tools() -> Option<(PathBuf, PathBuf)> {

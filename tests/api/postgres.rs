@@ -44,25 +44,25 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
     assert!(first.status.success(), "{first:?}");
     assert_eq!(
         String::from_utf8_lossy(&first.stdout).trim(),
-        "migrated the schema from version 0 to 6"
+        "migrated the schema from version 0 to 7"
     );
     let again = migrate(&url);
     assert!(again.status.success(), "{again:?}");
     assert_eq!(
         String::from_utf8_lossy(&again.stdout).trim(),
-        "the schema is at version 6: nothing to do"
+        "the schema is at version 7: nothing to do"
     );
 
     // A later release migrated it: this one refuses, naming both versions.
     admin(
         &url,
-        "INSERT INTO rolecall_schema (version, description) VALUES (7, 'from the future')".into(),
+        "INSERT INTO rolecall_schema (version, description) VALUES (8, 'from the future')".into(),
     );
     let refused = migrate(&url);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("schema is at version 7") && stderr.contains("versions up to 6"),
+        stderr.contains("schema is at version 8") && stderr.contains("versions up to 7"),
         "{stderr}"
     );
     let serve = refused_start(
@@ -73,7 +73,7 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
         ],
     );
     assert!(
-        serve.contains("schema is at version 7") && serve.contains("versions up to 6"),
+        serve.contains("schema is at version 8") && serve.contains("versions up to 7"),
         "{serve}"
     );
 }
@@ -768,4 +768,50 @@ async fn with_a_key_the_database_holds_only_sealed_secrets_and_only_that_key_ope
             delivered_with(&server, &receiver, &org, &token, &second).await;
         })
         .await;
+}
+
+#[actix_web::test]
+async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
+    let Some((app, proxy, _database)) = behind_proxy("postgres::idempotent_503", "2000").await
+    else {
+        return;
+    };
+    let org = app.org("free").await;
+    let keyed = || {
+        send(
+            &app.client,
+            &app.address,
+            Req::json(
+                actix_web::http::Method::POST,
+                &org.path("/tasks"),
+                Some(&org.owner_token),
+                Some(json!({"title": "after the outage"})),
+            )
+            .header("Idempotency-Key", "outage-1"),
+        )
+    };
+    proxy.cut();
+    let refused = keyed().await;
+    refused.problem(503, "STORAGE_UNAVAILABLE");
+    assert_eq!(refused.header("idempotent-replayed"), "");
+    proxy.restore();
+    let created = eventually(Duration::from_secs(15), "the retry runs", || async {
+        let reply = keyed().await;
+        (reply.status == 201).then_some(reply)
+    })
+    .await;
+    assert_eq!(
+        created.header("idempotent-replayed"),
+        "",
+        "run, not replayed"
+    );
+    let again = keyed().await;
+    assert_eq!(again.header("idempotent-replayed"), "true");
+    assert_eq!(again.json(), created.json());
+    let tasks = app
+        .get(&org.path("/tasks"), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
 }

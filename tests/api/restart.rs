@@ -548,3 +548,35 @@ async fn admin_token_is_generated_once_and_kept() {
         .expect(200);
     assert_eq!(health.json(), json!({"status": "ok"}));
 }
+
+#[actix_web::test]
+async fn an_idempotency_key_is_replayed_after_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut server = Running::start(dir.path(), &[]);
+    let (org, owner) = server.org(ADMIN, "Keyed").await;
+    async fn create(server: &Running, org: &str, owner: &str) -> Reply {
+        let request = Req::json(
+            Method::POST,
+            &format!("/organizations/{org}/tasks"),
+            Some(owner),
+            Some(json!({"title": "kept across restarts"})),
+        )
+        .header("Idempotency-Key", "restart-1");
+        send(&server.client, &server.server.address, request).await
+    }
+    let first = create(&server, &org, &owner).await;
+    let created = first.json_with_status(201);
+    server.stop_gracefully().await;
+
+    let server = Running::start(dir.path(), &[]);
+    let replayed = create(&server, &org, &owner).await;
+    assert_eq!(replayed.status, 201);
+    assert_eq!(replayed.header("idempotent-replayed"), "true");
+    assert_eq!(replayed.json(), created);
+    let tasks = server
+        .get(&format!("/organizations/{org}/tasks"), &owner)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
+}

@@ -1,15 +1,18 @@
 //! `GET /openapi.json`: the OpenAPI 3.1 document of every route.
 
+use actix_web::http::Method;
 use actix_web::{get, web, App, HttpResponse};
 use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::path::Operation;
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ArrayItems, ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::server::Server;
+use utoipa::openapi::Required;
 use utoipa::openapi::{Components, ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa_actix_web::service_config::ServiceConfig;
 use utoipa_actix_web::AppExt;
 
+use crate::http::idempotency;
 use crate::http::problem::PROBLEM_JSON;
 
 /// Registers the route.
@@ -39,19 +42,22 @@ pub fn document() -> OpenApi {
     // Paths are relative to wherever the document was fetched from.
     api.servers = Some(vec![Server::new("/")]);
     for (path, item) in api.paths.paths.iter_mut() {
-        for operation in [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for (method, operation) in [
+            (Method::GET, &mut item.get),
+            (Method::PUT, &mut item.put),
+            (Method::POST, &mut item.post),
+            (Method::DELETE, &mut item.delete),
+            (Method::PATCH, &mut item.patch),
+        ] {
+            let Some(operation) = operation else {
+                continue;
+            };
             document_body_errors(operation);
             document_access_errors(path, operation);
             document_rate_limit(operation);
+            if idempotency::takes_key(&method, path) {
+                document_idempotency_key(operation);
+            }
             problems_as_problem_json(operation);
         }
     }
@@ -97,6 +103,62 @@ fn document_access_errors(path: &str, operation: &mut Operation) {
             .responses
             .entry(status.to_owned())
             .or_insert_with(|| problem(description).into());
+    }
+}
+
+/// An operation that creates or changes takes an `Idempotency-Key`
+/// ([`idempotency`]), and may answer 409 and 422 because of it.
+fn document_idempotency_key(operation: &mut Operation) {
+    let key = ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "A key of the client's (1 to 255 printable ASCII characters) that makes a retry \
+             safe: the first answer of this token's request with the key is kept for \
+             `api.idempotency_ttl_hours` and replayed to a retry with the same method, path and \
+             body, with `Idempotent-Replayed: true`, and nothing runs again. 5xx answers are \
+             not kept.",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(idempotency::KEY_MAX))
+                // No space first or last: HTTP drops it from a header value.
+                .pattern(Some("^[!-~](?:[ -~]*[!-~])?$")),
+        ))
+        .build();
+    operation.parameters.get_or_insert_with(Vec::new).push(key);
+    for (status, description) in [
+        (
+            "400",
+            "The Idempotency-Key is not 1 to 255 printable ASCII characters (VALIDATION_FAILED, \
+             `field`: `Idempotency-Key`)",
+        ),
+        (
+            "409",
+            "A request with the same Idempotency-Key is still running \
+             (IDEMPOTENCY_KEY_IN_PROGRESS): try again after `Retry-After`",
+        ),
+        (
+            "422",
+            "The Idempotency-Key was used for another request: another method, path or body \
+             (IDEMPOTENCY_KEY_REUSED)",
+        ),
+    ] {
+        match operation.responses.responses.get_mut(status) {
+            Some(RefOr::T(response)) => {
+                response.description = format!("{}; or: {description}", response.description);
+            }
+            Some(RefOr::Ref(_)) => {}
+            None => {
+                operation
+                    .responses
+                    .responses
+                    .insert(status.to_owned(), problem(description).into());
+            }
+        }
     }
 }
 

@@ -34,6 +34,10 @@ const STEPS: &[(&str, &str)] = &[
         "the read that marked each outbox row, for reads whose answer was lost; room for marks on outbox pages",
         include_str!("migrations/0006_claim_reads.sql"),
     ),
+    (
+        "idempotency keys",
+        include_str!("migrations/0007_idempotency_keys.sql"),
+    ),
 ];
 
 /// The schema version this build reads and writes.

@@ -14,6 +14,7 @@ mod checks;
 mod connect;
 mod error;
 mod group_commit;
+mod idempotency;
 mod import;
 mod leases;
 mod lost_reads;

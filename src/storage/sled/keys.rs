@@ -42,11 +42,14 @@ pub enum TreeName {
     /// org id | delivery id | log id → nothing: each delivery-log record by
     /// its delivery, so that a lookup by delivery id reads only its own
     DeliveryIds,
+    /// idempotency scope (SHA-256 of token, organization and key) →
+    /// KeyRecord (`storage::idempotency`); written outside transactions
+    Idempotency,
 }
 
 impl TreeName {
     /// Every tree in transaction-view order.
-    pub const ALL: [TreeName; 16] = [
+    pub const ALL: [TreeName; 17] = [
         TreeName::Users,
         TreeName::UserEmails,
         TreeName::Tokens,
@@ -63,6 +66,7 @@ impl TreeName {
         TreeName::MemberExpiries,
         TreeName::Spills,
         TreeName::DeliveryIds,
+        TreeName::Idempotency,
     ];
 
     /// The on-disk name; a layout change gets a new suffix.
@@ -84,6 +88,7 @@ impl TreeName {
             TreeName::MemberExpiries => "member_expiries_v1",
             TreeName::Spills => "outbox_spills_v1",
             TreeName::DeliveryIds => "delivery_ids_v1",
+            TreeName::Idempotency => "idempotency_v1",
         }
     }
 
@@ -233,7 +238,8 @@ mod tests {
                 "resources_v1",
                 "member_expiries_v1",
                 "outbox_spills_v1",
-                "delivery_ids_v1"
+                "delivery_ids_v1",
+                "idempotency_v1"
             ]
         );
         let tags: Vec<u8> = ResourceKind::ALL.iter().map(|k| kind_tag(*k)).collect();

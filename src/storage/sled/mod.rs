@@ -14,6 +14,7 @@
 pub mod codec;
 mod engine;
 mod group_commit;
+pub mod idempotency;
 pub mod keys;
 mod late;
 mod read;
@@ -101,6 +102,9 @@ pub struct SledStore {
     key: Option<SealingKey>,
     /// Which delivery-log records get an entry by delivery id.
     late: Arc<LateRecords>,
+    /// Idempotency keys whose requests run now (one process has the
+    /// directory: claims need not be written).
+    claims: Arc<idempotency::Claims>,
 }
 
 impl SledStore {
@@ -127,6 +131,7 @@ impl SledStore {
             spills,
             key,
             late: Arc::default(),
+            claims: Arc::default(),
         })
     }
 

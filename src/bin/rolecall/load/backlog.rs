@@ -211,6 +211,7 @@ async fn curve(
         client_threads: plan.client_threads,
         rate: 0.0,
         hanging_every: 0,
+        keyed: false,
     };
     burst(&target, &fixture, sink, warm, &ProgressBar::hidden()).await?;
     sink.clear();

@@ -136,6 +136,10 @@ pub struct LoadArgs {
     /// organization's to one node (as a load balancer hashing the path's organization).
     #[arg(long, value_enum, default_value = "turn")]
     pub route: Route,
+    /// Send every task creation of the burst scenarios with its own
+    /// `Idempotency-Key` (to measure what keys cost).
+    #[arg(long)]
+    pub idempotency_keys: bool,
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -299,6 +303,7 @@ async fn run_scenarios(
         client_threads: args.client_threads,
         rate: args.rate,
         hanging_every: 0,
+        keyed: args.idempotency_keys,
     };
     if runs(Scenario::Burst) || runs(Scenario::Isolation) {
         let bar = ProgressBar::new(plan.events as u64);

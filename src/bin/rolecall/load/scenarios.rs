@@ -274,6 +274,8 @@ pub struct BurstPlan {
     pub rate: f64,
     /// Every n-th request goes to the hanging org instead (0: none).
     pub hanging_every: usize,
+    /// Each creation carries an `Idempotency-Key` of its own.
+    pub keyed: bool,
 }
 
 /// Creates tasks over the fixture's orgs and waits for their deliveries.
@@ -352,12 +354,15 @@ async fn create_loops(
             };
             let body = json!({"title": format!("load task {i}")});
             let asked = Instant::now();
+            let path = format!("/organizations/{org}/tasks");
+            let key = plan.keyed.then(|| format!("load-{i}"));
             let result = target
-                .call(
+                .call_keyed(
                     Method::POST,
-                    &format!("/organizations/{org}/tasks"),
+                    &path,
                     &fixture.owner_token,
                     Some(&body),
+                    key.as_deref(),
                 )
                 .await;
             answered

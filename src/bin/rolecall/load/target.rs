@@ -103,7 +103,19 @@ impl Target {
         token: &str,
         body: Option<&Value>,
     ) -> Result<(u16, Value, Duration), String> {
-        let (status, bytes, latency) = self.timed(method, path, token, body).await?;
+        self.call_keyed(method, path, token, body, None).await
+    }
+
+    /// [`Self::call`], with an `Idempotency-Key` when `key` is given.
+    pub async fn call_keyed(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Option<&Value>,
+        key: Option<&str>,
+    ) -> Result<(u16, Value, Duration), String> {
+        let (status, bytes, latency) = self.sent(method, path, token, body, key).await?;
         let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         Ok((status, value, latency))
     }
@@ -118,11 +130,25 @@ impl Target {
         token: &str,
         body: Option<&Value>,
     ) -> Result<(u16, Bytes, Duration), String> {
+        self.sent(method, path, token, body, None).await
+    }
+
+    async fn sent(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        body: Option<&Value>,
+        key: Option<&str>,
+    ) -> Result<(u16, Bytes, Duration), String> {
         let started = Instant::now();
-        let request = self
+        let mut request = self
             .client
             .request(method, format!("{}{path}", self.base(path)))
             .insert_header(("Authorization", format!("Bearer {token}")));
+        if let Some(key) = key {
+            request = request.insert_header(("Idempotency-Key", key));
+        }
         let sent = match body {
             Some(body) => request.send_json(body).await,
             None => request.send().await,

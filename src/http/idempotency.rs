@@ -1,0 +1,399 @@
+//! `Idempotency-Key` (issue 31), as Stripe and Svix take it: a client that
+//! cannot tell whether its POST happened sends it again with the same key,
+//! and gets the first answer again instead of a second change.
+//!
+//! - It applies to every POST that creates or changes (not the permission
+//!   check, which changes nothing) and to the webhook's PUT, when the
+//!   request carries a live token; a key is 1 to 255 printable ASCII
+//!   characters (else 400 VALIDATION_FAILED naming the header).
+//! - The key is scoped to the token and the organization of the path (the
+//!   token alone on `/admin`): what is stored is the SHA-256 of the three,
+//!   with the SHA-256 of the request (method, path and query, body).
+//! - The first request claims the key in the store, runs, and its answer
+//!   (status, Content-Type, Location, ETag, body) is stored durably for
+//!   `api.idempotency_ttl_hours`, on every engine and for every node. A
+//!   later request with the key and the same fingerprint gets that answer
+//!   with `Idempotent-Replayed: true`, and nothing runs; with another
+//!   fingerprint, 422 IDEMPOTENCY_KEY_REUSED; while the first one runs, 409
+//!   IDEMPOTENCY_KEY_IN_PROGRESS with Retry-After.
+//! - 5xx answers are not stored (a retry may succeed); 4xx are, as Stripe
+//!   does (CONTRACT §10). A request without a live token, or over its rate
+//!   limit, is answered before any key is looked at.
+//! - A node that stops between a change and the record of its answer
+//!   leaves the key claimed: after [`CLAIM`] a retry runs the request
+//!   again.
+
+use std::time::Duration;
+
+use actix_web::body::{to_bytes, BoxBody, EitherBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::{Method, StatusCode};
+use actix_web::middleware::Next;
+use actix_web::{web, HttpMessage, HttpResponse, ResponseError};
+
+use crate::domain::error::ApiError;
+use crate::domain::input::Input;
+use crate::http::body::{payload_of, read_input};
+use crate::http::credential::bearer_token;
+use crate::http::AppContext;
+use crate::secrets::{constant_time_eq, sha256};
+use crate::storage::idempotency::{Begin, KeyRecord, KeyState, StoredAnswer};
+use crate::time::Timestamp;
+
+/// The request header.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// The header of a replayed answer.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+/// The longest key.
+pub const KEY_MAX: usize = 255;
+/// How long a request's claim on its key holds: past it, another request
+/// with the key may take it over (the first one's node stopped).
+pub const CLAIM: Duration = Duration::from_secs(60);
+/// The headers a replay repeats.
+const KEPT_HEADERS: [&str; 3] = ["content-type", "location", "etag"];
+
+/// How often records past their time are deleted.
+const PURGE_EVERY: Duration = Duration::from_secs(600);
+/// Records one purge statement deletes at most.
+const PURGE_AT_ONCE: usize = 1000;
+
+/// Deletes the records past their time every [`PURGE_EVERY`], in batches,
+/// while the process runs (a lapsed record is never read as live anyway).
+pub fn start_purging(store: crate::storage::Store) {
+    actix_web::rt::spawn(async move {
+        loop {
+            actix_web::rt::time::sleep(PURGE_EVERY).await;
+            loop {
+                match store
+                    .idempotency_purge(Timestamp::now(), PURGE_AT_ONCE)
+                    .await
+                {
+                    Ok(purged) if purged == PURGE_AT_ONCE => continue,
+                    Ok(_) => break,
+                    Err(err) => {
+                        tracing::warn!(error = %crate::telemetry::cause_chain(&err), "purging expired idempotency keys failed; trying again later");
+                        break;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The routes that take a key, as path templates of the OpenAPI document
+/// (which lists every route): a request that matches none (a method the
+/// path does not have, an unknown path) is left to its 404 or 405.
+#[derive(Debug, Default)]
+pub struct KeyedRoutes {
+    routes: Vec<(Method, Vec<String>)>,
+}
+
+impl KeyedRoutes {
+    /// The routes of `document` that take a key.
+    pub fn of(document: &utoipa::openapi::OpenApi) -> Self {
+        let mut routes = Vec::new();
+        for (template, item) in &document.paths.paths {
+            for (method, operation) in [(Method::POST, &item.post), (Method::PUT, &item.put)] {
+                if operation.is_some() && takes_key(&method, template) {
+                    routes.push((method, segments(template).map(str::to_owned).collect()));
+                }
+            }
+        }
+        KeyedRoutes { routes }
+    }
+
+    /// Whether a request of `method` on `path` is one of them.
+    pub fn matches(&self, method: &Method, path: &str) -> bool {
+        self.routes.iter().any(|(m, template)| {
+            m == method
+                && segments(path).count() == template.len()
+                && segments(path)
+                    .zip(template)
+                    .all(|(part, pattern)| pattern.starts_with('{') || part == pattern)
+        })
+    }
+}
+
+fn segments(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|part| !part.is_empty())
+}
+
+/// Whether a request of `method` on `path` takes a key.
+pub fn takes_key(method: &Method, path: &str) -> bool {
+    match *method {
+        Method::POST => !path.ends_with("/permissions/check"),
+        Method::PUT => path.ends_with("/webhook"),
+        _ => false,
+    }
+}
+
+/// A key as sent, or why it is refused.
+fn valid_key(value: &HeaderValue) -> Result<&str, ApiError> {
+    let refused = || {
+        ApiError::invalid(
+            "Idempotency-Key",
+            format!("1 to {KEY_MAX} printable ASCII characters"),
+        )
+    };
+    let key = value.to_str().map_err(|_| refused())?;
+    if key.is_empty() || key.len() > KEY_MAX || !key.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        return Err(refused());
+    }
+    Ok(key)
+}
+
+/// Middleware body (for `actix_web::middleware::from_fn`).
+pub async fn idempotency(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody, BoxBody>>, actix_web::Error> {
+    let Some(value) = req.headers().get(IDEMPOTENCY_KEY).cloned() else {
+        return Ok(next.call(req).await?.map_into_left_body());
+    };
+    let Some(ctx) = req
+        .app_data::<web::Data<AppContext>>()
+        .filter(|ctx| ctx.keyed_routes.matches(req.method(), req.path()))
+        .cloned()
+    else {
+        return Ok(next.call(req).await?.map_into_left_body());
+    };
+    let key = match valid_key(&value) {
+        Ok(key) => key.to_owned(),
+        Err(refused) => return Ok(answer(req, refused.error_response())),
+    };
+    // Only for a live token: the handler answers the others (401), and a
+    // request without one leaves nothing in the store.
+    let token = match live_token(&ctx, &req).await {
+        Ok(Some(token)) => token,
+        Ok(None) => return Ok(next.call(req).await?.map_into_left_body()),
+        Err(err) => return Ok(answer(req, err.error_response())),
+    };
+    let payload = req.take_payload();
+    let input = match read_input(req.request(), payload).await {
+        Ok(input) => input,
+        Err(refused) => return Ok(answer(req, refused.error_response())),
+    };
+    req.set_payload(payload_of(&input));
+    let Input::Json(body) = &input else {
+        // No body to judge it by (not JSON, too large, broken): the
+        // handler refuses it, and nothing is kept.
+        drop(input);
+        return Ok(next.call(req).await?.map_into_left_body());
+    };
+    let fingerprint = fingerprint(req.method(), &req.request().uri().to_string(), body);
+    drop(input);
+    let scope = scope(&token, req.path(), &key);
+    let now = Timestamp::now();
+    let claim = KeyRecord::running(fingerprint, later(now, CLAIM));
+    let begun = match ctx.store.idempotency_begin(scope, &claim, now).await {
+        Ok(begun) => begun,
+        Err(err) => return Ok(answer(req, ApiError::from(err).error_response())),
+    };
+    match begun {
+        Begin::Run => {}
+        Begin::Replay(stored) => return Ok(answer(req, replayed(&stored))),
+        Begin::Running { .. } => {
+            return Ok(answer(
+                req,
+                ApiError::IdempotencyKeyInProgress.error_response(),
+            ))
+        }
+        Begin::Reused => return Ok(answer(req, ApiError::IdempotencyKeyReused.error_response())),
+    }
+    let response = next.call(req).await?;
+    let status = response.status();
+    if !kept(status) {
+        if let Err(err) = ctx.store.idempotency_forget(scope, &fingerprint).await {
+            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's claim could not be dropped; a retry waits for it to lapse");
+        }
+        return Ok(response.map_into_left_body());
+    }
+    let (request, response) = response.into_parts();
+    let (head, body) = response.into_parts();
+    let body = match to_bytes(body).await {
+        Ok(body) => body,
+        Err(_) => {
+            let _ = ctx.store.idempotency_forget(scope, &fingerprint).await;
+            let failed = ApiError::internal(std::io::Error::other("the answer could not be read"));
+            return Ok(ServiceResponse::new(request, failed.error_response()).map_into_right_body());
+        }
+    };
+    let stored = StoredAnswer {
+        status: status.as_u16(),
+        headers: KEPT_HEADERS
+            .iter()
+            .filter_map(|name| {
+                let value = head.headers().get(*name)?.to_str().ok()?;
+                Some(((*name).to_owned(), value.to_owned()))
+            })
+            .collect(),
+        body: body.to_vec(),
+    };
+    let answered = KeyRecord {
+        fingerprint,
+        state: KeyState::Answered {
+            answer: stored,
+            expires: later(Timestamp::now(), ctx.idempotency_ttl).millis(),
+        },
+    };
+    if let Err(err) = ctx.store.idempotency_answer(scope, &answered).await {
+        // The change is made and answered; only its replay is lost.
+        tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's answer could not be stored; a retry after its claim lapses runs again");
+    }
+    let response = head.set_body(body).map_into_boxed_body();
+    Ok(ServiceResponse::new(request, response).map_into_right_body())
+}
+
+/// Whether an answer of `status` is kept for replays: every one but a
+/// failure of ours (5xx), which a retry may get past (CONTRACT §10). (A
+/// request over its rate limit, 429, never gets here: it is refused before.)
+fn kept(status: StatusCode) -> bool {
+    !status.is_server_error()
+}
+
+/// The presented token when it is live: the admin token on `/admin`, a
+/// user's token elsewhere (asked of the store when nodes share it).
+async fn live_token(ctx: &AppContext, req: &ServiceRequest) -> Result<Option<[u8; 32]>, ApiError> {
+    let Ok(token) = bearer_token(req.headers()) else {
+        return Ok(None);
+    };
+    let digest = sha256(token.as_bytes());
+    let live = if req.path().starts_with("/admin/") {
+        constant_time_eq(&digest, &ctx.admin_token_sha256)
+    } else if ctx.store.shared() {
+        ctx.store
+            .freshness(Some(&digest), None)
+            .await?
+            .is_some_and(|fresh| fresh.account.is_some())
+    } else {
+        ctx.accounts.user_for_token(token).is_some()
+    };
+    Ok(live.then_some(digest))
+}
+
+/// The SHA-256 of the request: method, path with query, body.
+fn fingerprint(method: &Method, uri: &str, body: &[u8]) -> [u8; 32] {
+    let mut text = Vec::with_capacity(method.as_str().len() + uri.len() + body.len() + 2);
+    text.extend_from_slice(method.as_str().as_bytes());
+    text.push(b'\n');
+    text.extend_from_slice(uri.as_bytes());
+    text.push(b'\n');
+    text.extend_from_slice(body);
+    sha256(&text)
+}
+
+/// The SHA-256 of the token's, the path's organization (none on `/admin`)
+/// and the key: where the key's record is kept.
+fn scope(token: &[u8; 32], path: &str, key: &str) -> [u8; 32] {
+    let org = path
+        .strip_prefix("/organizations/")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("");
+    let mut text = Vec::with_capacity(32 + org.len() + key.len() + 2);
+    text.extend_from_slice(token);
+    text.push(0);
+    text.extend_from_slice(org.as_bytes());
+    text.push(0);
+    text.extend_from_slice(key.as_bytes());
+    sha256(&text)
+}
+
+fn later(now: Timestamp, after: Duration) -> Timestamp {
+    Timestamp(
+        now.millis()
+            .saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX)),
+    )
+}
+
+/// `stored`, replayed.
+fn replayed(stored: &StoredAnswer) -> HttpResponse {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let mut response = HttpResponse::build(status);
+    for (name, value) in &stored.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::try_from(value.as_str()),
+        ) {
+            response.insert_header((name, value));
+        }
+    }
+    response.insert_header((IDEMPOTENT_REPLAYED, "true"));
+    response.body(stored.body.clone())
+}
+
+fn answer<B>(
+    req: ServiceRequest,
+    response: HttpResponse,
+) -> ServiceResponse<EitherBody<B, BoxBody>> {
+    req.into_response(response).map_into_right_body()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_1_to_255_printable_ascii_characters() {
+        let judged = |bytes: &[u8]| HeaderValue::from_bytes(bytes).map(|v| valid_key(&v).is_ok());
+        for good in ["a", "order-1", "spaced key", &"k".repeat(255)] {
+            assert_eq!(judged(good.as_bytes()).ok(), Some(true), "{good}");
+        }
+        for bad in [String::new(), "k".repeat(256), "tab\tkey".into()] {
+            assert_eq!(judged(bad.as_bytes()).ok(), Some(false), "{bad:?}");
+        }
+        assert_eq!(judged(b"caf\xe9").ok(), Some(false));
+    }
+
+    #[test]
+    fn a_key_is_scoped_to_token_and_organization_and_a_request_to_its_body() {
+        let token = [7; 32];
+        let here = scope(&token, "/organizations/a/tasks", "k");
+        assert_eq!(here, scope(&token, "/organizations/a/roles", "k"));
+        assert_ne!(here, scope(&token, "/organizations/b/tasks", "k"));
+        assert_ne!(here, scope(&[8; 32], "/organizations/a/tasks", "k"));
+        assert_ne!(here, scope(&token, "/organizations/a/tasks", "l"));
+        let post = fingerprint(&Method::POST, "/organizations/a/tasks", b"{}");
+        assert_ne!(
+            post,
+            fingerprint(&Method::POST, "/organizations/a/tasks", b"{ }")
+        );
+        assert_ne!(
+            post,
+            fingerprint(&Method::POST, "/organizations/a/roles", b"{}")
+        );
+    }
+
+    #[test]
+    fn a_keyed_route_matches_its_method_and_template_only() {
+        let document = crate::http::routes::openapi::document();
+        let routes = KeyedRoutes::of(&document);
+        assert!(routes.matches(&Method::POST, "/organizations/abc/tasks"));
+        assert!(routes.matches(&Method::POST, "/organizations/abc/capsules/x/freeze"));
+        assert!(routes.matches(&Method::PUT, "/organizations/abc/webhook"));
+        assert!(
+            !routes.matches(&Method::POST, "/organizations/abc/webhook"),
+            "PUT only"
+        );
+        assert!(
+            !routes.matches(&Method::POST, "/organizations/abc/tasks/x"),
+            "no such route"
+        );
+        assert!(!routes.matches(&Method::POST, "/organizations/abc/permissions/check"));
+    }
+
+    #[test]
+    fn creates_and_changes_take_a_key_reads_do_not() {
+        assert!(takes_key(&Method::POST, "/organizations/a/tasks"));
+        assert!(takes_key(&Method::POST, "/admin/users"));
+        assert!(takes_key(&Method::PUT, "/organizations/a/webhook"));
+        assert!(!takes_key(
+            &Method::POST,
+            "/organizations/a/permissions/check"
+        ));
+        assert!(!takes_key(&Method::GET, "/organizations/a/tasks"));
+        assert!(!takes_key(&Method::PATCH, "/organizations/a/tasks/x"));
+        assert!(kept(StatusCode::CONFLICT) && kept(StatusCode::CREATED));
+        assert!(!kept(StatusCode::SERVICE_UNAVAILABLE) && !kept(StatusCode::INTERNAL_SERVER_ERROR));
+    }
+}
