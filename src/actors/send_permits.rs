@@ -16,7 +16,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 
 use crate::actors::fair_queue::Limits;
 use crate::ids::OrgId;
@@ -41,7 +45,9 @@ impl SendPermits {
     }
 
     /// The gate an attempt of `org` passes before its request, which it
-    /// may pass until `trusted_until` (its lease's trust).
+    /// may pass until `trusted_until` (its lease's trust). Its place in the
+    /// organization's line is taken now, so that requests start in the
+    /// order their attempts did, whichever check answers first.
     pub fn gate(&mut self, org: OrgId, trusted_until: Instant) -> Gate {
         let per_org = self.per_org;
         let org = self
@@ -49,8 +55,19 @@ impl SendPermits {
             .entry(org)
             .or_insert_with(|| Arc::new(Semaphore::new(per_org)))
             .clone();
+        let mut waiting: Waiting = Box::pin(org.acquire_owned());
+        // One poll queues it (tokio's semaphore serves its waiters in the
+        // order they first asked); the attempt polls it again, with its own
+        // waker, when its check is done.
+        let polled = waiting
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        let in_line = match polled {
+            Poll::Ready(permit) => InLine::Granted(permit.ok()),
+            Poll::Pending => InLine::Waiting(waiting),
+        };
         Gate {
-            org,
+            in_line,
             total: self.total.clone(),
             trusted_until,
         }
@@ -63,12 +80,30 @@ impl SendPermits {
     }
 }
 
+/// A wait for an organization's permit, queued.
+type Waiting = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
+
+/// A request's place in its organization's line for a permit.
+enum InLine {
+    /// The permit, had at once (`None`: the semaphore was closed).
+    Granted(Option<OwnedSemaphorePermit>),
+    /// Waiting for it.
+    Waiting(Waiting),
+}
+
 /// What an attempt waits for before its request.
-#[derive(Debug)]
 pub struct Gate {
-    org: Arc<Semaphore>,
+    in_line: InLine,
     total: Arc<Semaphore>,
     trusted_until: Instant,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("trusted_until", &self.trusted_until)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The permits of one request, given back when dropped.
@@ -86,14 +121,17 @@ pub struct Permits {
 pub struct LeaseLapsed;
 
 impl Gate {
-    /// Waits for a permit of the organization's, then one of the node's (in
-    /// that order for every attempt, so no two wait on each other), in
-    /// turn with the other attempts waiting.
+    /// Waits for a permit of the organization's (in the order the attempts
+    /// started), then one of the node's (in that order for every attempt, so
+    /// no two wait on each other).
     pub async fn enter(self) -> Result<Permits, LeaseLapsed> {
         let asked = Instant::now();
         // The semaphores are never closed; if one were, the attempt goes on
         // without its permit rather than never.
-        let org = self.org.acquire_owned().await.ok();
+        let org = match self.in_line {
+            InLine::Granted(permit) => permit,
+            InLine::Waiting(waiting) => waiting.await.ok(),
+        };
         let total = self.total.acquire_owned().await.ok();
         let now = Instant::now();
         if now >= self.trusted_until {
@@ -141,6 +179,28 @@ mod tests {
             matches!(third, Ok(Ok(ref permits)) if permits.waited >= Duration::from_millis(50)),
             "the third goes once a permit is back, having waited: {third:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn requests_start_in_the_order_their_attempts_did() {
+        let mut permits = SendPermits::new(Limits {
+            per_org: 1,
+            total: 8,
+        });
+        let org = OrgId::generate();
+        let first = permits.gate(org, later()).enter().await;
+        let second = permits.gate(org, later());
+        let third = permits.gate(org, later());
+        // The third's check answers first: it still waits for the second.
+        let third = tokio::spawn(third.enter());
+        tokio::task::yield_now().await;
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(5), second.enter()).await;
+        assert!(matches!(second, Ok(Ok(_))), "the second goes first");
+        assert!(!third.is_finished(), "the third waits for the second");
+        drop(second);
+        let third = tokio::time::timeout(Duration::from_secs(5), third).await;
+        assert!(matches!(third, Ok(Ok(Ok(_)))), "then the third");
     }
 
     #[tokio::test]

@@ -149,8 +149,8 @@ async fn three_nodes(databases: &crate::engines::Databases, start: Start) {
     });
     assert_eq!(
         (versions, hashes),
-        (6, 1),
-        "one row per schema version (6), one admin token"
+        (7, 1),
+        "one row per schema version (7), one admin token"
     );
 }
 
