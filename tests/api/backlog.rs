@@ -103,10 +103,17 @@ async fn a_backlog_waits_on_disk_and_is_delivered_in_order_once_the_endpoint_ans
     // A crash with the backlog queued; the restart holds only the window.
     server.kill_hard();
     let server = Running::start(dir.path(), &env);
-    let (held, stored) = held_and_stored(&server).await;
+    // Counted while the first window is read back from the backlog file,
+    // the gauge may miss jobs between the file and the tree for a moment
+    // (seen once in a loaded full-suite run: 1,936): the count settles.
+    let (held, stored) = eventually(Duration::from_secs(5), "the backlog counted", || async {
+        let counted = held_and_stored(&server).await;
+        (counted.1 > (EVENTS - 30) as u64).then_some(counted)
+    })
+    .await;
     assert!(held <= WINDOW as u64, "held after the restart: {held}");
     assert!(
-        stored > (EVENTS - 30) as u64,
+        stored <= EVENTS as u64,
         "in the outbox after the restart: {stored}"
     );
 
