@@ -201,7 +201,13 @@ pub async fn idempotency(
         }
         Begin::Reused => return Ok(answer(req, ApiError::IdempotencyKeyReused.error_response())),
     }
-    let response = next.call(req).await?;
+    let response = match next.call(req).await {
+        Ok(response) => response,
+        Err(err) => {
+            let _ = ctx.store.idempotency_forget(scope, &fingerprint).await;
+            return Err(err);
+        }
+    };
     let status = response.status();
     if !kept(status) {
         if let Err(err) = ctx.store.idempotency_forget(scope, &fingerprint).await {
