@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually, launch_binary, Reply, Running, ADMIN};
+use crate::helpers::{eventually, launch_binary, send, Reply, Req, Running, ADMIN};
 use crate::receiver::TestReceiver;
 
 /// A tmpfs of `size_mb` MiB mounted on a temporary directory, unmounted
@@ -434,4 +434,52 @@ async fn a_server_started_on_a_full_disk_waits_for_room_then_starts_by_itself() 
         .post(&tasks, &token, json!({"title": "after"}))
         .await
         .expect(201);
+}
+
+/// A create refused with 503 under an `Idempotency-Key` is not kept: once
+/// there is room, the same request runs (CONTRACT §10: 5xx answers are not
+/// stored), and is replayed after that.
+#[actix_web::test]
+async fn a_503_under_an_idempotency_key_is_not_kept_on_sled() {
+    let Some(fs) = SmallFilesystem::mount(24) else {
+        return;
+    };
+    let ballast = fs.ballast(8);
+    let data = fs.path().join("data");
+    let env = settings("2");
+    let server = Running::start(&data, &env);
+    let receiver = TestReceiver::start().await;
+    let (org, token) = organization(&server, &receiver).await;
+    let (_, refusal) = fill(&server, &org, &token, 60_000).await;
+    assert_unavailable(&refusal, "the write that found the disk full");
+    let filler = fs.fill_up();
+    let keyed = || {
+        let request = Req::json(
+            actix_web::http::Method::POST,
+            &format!("/organizations/{org}/tasks"),
+            Some(&token),
+            Some(json!({"title": "after the disk was full"})),
+        )
+        .header("Idempotency-Key", "full-disk-1");
+        send(&server.client, &server.server.address, request)
+    };
+    let refused = keyed().await;
+    assert_unavailable(&refused, "the keyed create");
+    assert_eq!(refused.header("idempotent-replayed"), "");
+
+    std::fs::remove_file(&ballast).expect("ballast removed");
+    std::fs::remove_file(&filler).expect("filler removed");
+    let created = eventually(Duration::from_secs(30), "the keyed create runs", || async {
+        let reply = keyed().await;
+        (reply.status == 201).then_some(reply)
+    })
+    .await;
+    assert_eq!(
+        created.header("idempotent-replayed"),
+        "",
+        "run, not replayed"
+    );
+    let again = keyed().await;
+    assert_eq!(again.header("idempotent-replayed"), "true");
+    assert_eq!(again.json(), created.json());
 }
