@@ -16,10 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::Payload;
-use actix_web::error::PayloadError;
 use actix_web::http::header;
 use actix_web::web::Bytes;
-use actix_web::{web, FromRequest, HttpRequest};
+use actix_web::{web, FromRequest, HttpMessage, HttpRequest};
 use futures_util::future::LocalBoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -89,9 +88,18 @@ impl FromRequest for JsonInput {
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        // Read already, by a middleware that needed it first.
+        if let Some(ReadBody(input)) = req.extensions_mut().remove::<ReadBody>() {
+            return Box::pin(std::future::ready(Ok(JsonInput(input))));
+        }
         Box::pin(read_input(req, payload.take()).map(|input| input.map(JsonInput)))
     }
 }
+
+/// A body a middleware read before the handler (see
+/// [`crate::http::idempotency`]), left in the request's extensions for
+/// [`JsonInput`]: read once, and its memory paid once.
+pub struct ReadBody(pub Input);
 
 /// Reads `payload`, the body of `req`, within the time and memory limits:
 /// what [`JsonInput`] holds, or the refusal (408, 503).
@@ -118,37 +126,6 @@ pub fn read_input(
         let drain = async { while let Some(Ok(_)) = payload.next().await {} };
         let _ = actix_web::rt::time::timeout(DRAIN_AFTER_TIMEOUT, drain).await;
         Err(refusal)
-    }
-}
-
-/// A body as a stream (actix-http's `BoxedPayloadStream`).
-type BoxedPayloadStream =
-    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, PayloadError>>>>;
-
-/// A body that reads as `input` again: for a middleware that had to read
-/// it before the handler (see [`crate::http::idempotency`]). The bytes of
-/// a JSON body are copied, so that the memory paid for the first reading
-/// goes back when `input` is dropped and the handler's reading pays again.
-pub fn payload_of(input: &Input) -> Payload {
-    match input {
-        Input::Json(bytes) => Payload::from(Bytes::copy_from_slice(bytes)),
-        Input::NotJson => Payload::from(Bytes::new()),
-        Input::TooLarge => {
-            // Past the limit without holding it: the same static zeros, again.
-            static ZEROS: [u8; SMALL_BODY] = [0; SMALL_BODY];
-            let chunks = BODY_LIMIT / SMALL_BODY + 2;
-            let stream = futures_util::stream::iter(
-                (0..chunks).map(|_| Ok::<_, PayloadError>(Bytes::from_static(&ZEROS))),
-            );
-            Payload::from(Box::pin(stream) as BoxedPayloadStream)
-        }
-        Input::Broken(why) => {
-            let why = why.clone();
-            let stream = futures_util::stream::once(async move {
-                Err::<Bytes, _>(PayloadError::Io(std::io::Error::other(why)))
-            });
-            Payload::from(Box::pin(stream) as BoxedPayloadStream)
-        }
     }
 }
 

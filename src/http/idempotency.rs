@@ -28,13 +28,13 @@ use std::time::Duration;
 use actix_web::body::{to_bytes, BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::http::{Method, StatusCode};
+use actix_web::http::{Method, StatusCode, Uri};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpResponse, ResponseError};
 
 use crate::domain::error::ApiError;
 use crate::domain::input::Input;
-use crate::http::body::{payload_of, read_input};
+use crate::http::body::{read_input, ReadBody};
 use crate::http::credential::bearer_token;
 use crate::http::AppContext;
 use crate::secrets::{constant_time_eq, sha256};
@@ -174,15 +174,16 @@ pub async fn idempotency(
         Ok(input) => input,
         Err(refused) => return Ok(answer(req, refused.error_response())),
     };
-    req.set_payload(payload_of(&input));
-    let Input::Json(body) = &input else {
+    let fingerprint = match &input {
+        Input::Json(body) => Some(fingerprint(req.method(), req.request().uri(), body)),
         // No body to judge it by (not JSON, too large, broken): the
         // handler refuses it, and nothing is kept.
-        drop(input);
+        _ => None,
+    };
+    req.extensions_mut().insert(ReadBody(input));
+    let Some(fingerprint) = fingerprint else {
         return Ok(next.call(req).await?.map_into_left_body());
     };
-    let fingerprint = fingerprint(req.method(), &req.request().uri().to_string(), body);
-    drop(input);
     let scope = scope(&token, req.path(), &key);
     let now = Timestamp::now();
     let claim = KeyRecord::running(fingerprint, later(now, CLAIM));
@@ -279,14 +280,18 @@ async fn live_token(ctx: &AppContext, req: &ServiceRequest) -> Result<Option<[u8
 }
 
 /// The SHA-256 of the request: method, path with query, body.
-fn fingerprint(method: &Method, uri: &str, body: &[u8]) -> [u8; 32] {
-    let mut text = Vec::with_capacity(method.as_str().len() + uri.len() + body.len() + 2);
-    text.extend_from_slice(method.as_str().as_bytes());
-    text.push(b'\n');
-    text.extend_from_slice(uri.as_bytes());
-    text.push(b'\n');
-    text.extend_from_slice(body);
-    sha256(&text)
+fn fingerprint(method: &Method, uri: &Uri, body: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let target = uri
+        .path_and_query()
+        .map_or(uri.path(), |target| target.as_str());
+    let mut hasher = Sha256::new();
+    hasher.update(method.as_str().as_bytes());
+    hasher.update(b"\n");
+    hasher.update(target.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(body);
+    hasher.finalize().into()
 }
 
 /// The SHA-256 of the token's, the path's organization (none on `/admin`)
@@ -359,15 +364,13 @@ mod tests {
         assert_ne!(here, scope(&token, "/organizations/b/tasks", "k"));
         assert_ne!(here, scope(&[8; 32], "/organizations/a/tasks", "k"));
         assert_ne!(here, scope(&token, "/organizations/a/tasks", "l"));
-        let post = fingerprint(&Method::POST, "/organizations/a/tasks", b"{}");
-        assert_ne!(
-            post,
-            fingerprint(&Method::POST, "/organizations/a/tasks", b"{ }")
-        );
-        assert_ne!(
-            post,
-            fingerprint(&Method::POST, "/organizations/a/roles", b"{}")
-        );
+        let of = |target: &'static str, body: &[u8]| {
+            fingerprint(&Method::POST, &Uri::from_static(target), body)
+        };
+        let post = of("/organizations/a/tasks", b"{}");
+        assert_ne!(post, of("/organizations/a/tasks", b"{ }"));
+        assert_ne!(post, of("/organizations/a/roles", b"{}"));
+        assert_ne!(post, of("/organizations/a/tasks?x=1", b"{}"));
     }
 
     #[test]

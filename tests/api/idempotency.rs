@@ -202,3 +202,34 @@ async fn admin_creates_take_a_key_scoped_to_the_admin_token() {
     assert_eq!(again.json(), user, "not 409 EMAIL_TAKEN: the same answer");
 }
 }
+
+#[actix_web::test]
+async fn a_keyed_body_that_is_not_json_or_too_large_gets_the_handlers_refusal() {
+    let app = spawn_app().await;
+    let org = app.org("free").await;
+    let path = org.path("/tasks");
+    let mut text = Req::json(Method::POST, &path, Some(&org.owner_token), None)
+        .header("Idempotency-Key", "not-json");
+    text.body = Some(b"title=plain".to_vec());
+    text.content_type = Some("text/plain");
+    send(&app.client, &app.address, text)
+        .await
+        .problem(415, "UNSUPPORTED_MEDIA_TYPE");
+    let huge = json!({"title": "big", "description": "x".repeat(1024 * 1024 + 1)});
+    let large = Req::json(Method::POST, &path, Some(&org.owner_token), Some(huge))
+        .header("Idempotency-Key", "too-large");
+    send(&app.client, &app.address, large)
+        .await
+        .problem(413, "PAYLOAD_TOO_LARGE");
+    assert!(task_titles(&app, &org).await.is_empty());
+    // Nothing was kept for those keys: a valid request may use them.
+    post_keyed(
+        &app,
+        &org,
+        "/tasks",
+        "not-json",
+        json!({"title": "now json"}),
+    )
+    .await
+    .expect(201);
+}
