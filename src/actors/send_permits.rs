@@ -6,19 +6,20 @@
 //! dead for it). Counted in flight from that check on, one organization's
 //! 16 slots would each spend part of every attempt waiting on the
 //! database, and a busy organization's deliveries would fall behind its
-//! events. So the dispatcher starts up to twice the limits, and an
-//! attempt holds these permits only while its request is made: checks
-//! overlap other attempts' requests, and the subscriber still sees at most
-//! `max_in_flight_per_org` requests of the organization at once (and the
-//! node at most `max_in_flight_total`).
+//! events. So the dispatcher starts up to twice the limits: an attempt
+//! takes its place in its organization's line when it starts, checks, and
+//! then holds a permit from its turn until its request ends. Checks overlap
+//! other attempts' requests, requests start in the order their attempts
+//! did, and the subscriber still sees at most `max_in_flight_per_org`
+//! requests of the organization at once (and the node at most
+//! `max_in_flight_total`).
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 

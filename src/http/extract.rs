@@ -21,6 +21,7 @@ use crate::http::credential::bearer_token;
 use crate::http::AppContext;
 use crate::ids::{OrgId, UserId};
 use crate::secrets::{constant_time_eq, sha256};
+use crate::storage::Freshness;
 
 fn context(req: &HttpRequest) -> Result<&web::Data<AppContext>, ApiError> {
     req.app_data::<web::Data<AppContext>>()
@@ -60,30 +61,62 @@ impl UserAuth {
 pub type Checked<T> =
     Either<Ready<Result<T, ApiError>>, LocalBoxFuture<'static, Result<T, ApiError>>>;
 
+/// A check of this request's token (and of the path's organization) that
+/// a middleware already made against the shared store, after the request
+/// arrived ([`crate::http::idempotency`]): the extractor uses it instead of
+/// asking again.
+pub struct Prechecked {
+    /// The SHA-256 of the token checked.
+    pub token: [u8; 32],
+    /// The organization asked about.
+    pub org: Option<OrgId>,
+    /// What the store answered.
+    pub fresh: Option<Freshness>,
+}
+
+/// The request's token checked against the shared store, and its check
+/// if one was made already.
+struct SharedCheck {
+    ctx: web::Data<AppContext>,
+    token: String,
+    prechecked: Option<Prechecked>,
+}
+
 /// The context and the presented token, when the store is shared by
 /// several nodes: memory is then a cache, checked per request.
-fn shared(req: &HttpRequest) -> Result<Option<(web::Data<AppContext>, String)>, ApiError> {
+fn shared(req: &HttpRequest) -> Result<Option<SharedCheck>, ApiError> {
     let ctx = context(req)?;
     if !ctx.store.shared() {
         return Ok(None);
     }
-    Ok(Some((ctx.clone(), bearer_token(req.headers())?.to_owned())))
+    Ok(Some(SharedCheck {
+        ctx: ctx.clone(),
+        token: bearer_token(req.headers())?.to_owned(),
+        prechecked: req.extensions_mut().remove::<Prechecked>(),
+    }))
 }
 
-/// Checks `token` (and `org`'s revision) against the shared store in one
-/// round trip: the caller, and `org`'s snapshot, reloaded when another
-/// node changed it since this node last read it.
+/// Checks the token (and `org`'s revision) against the shared store in one
+/// round trip, unless that check was made already for this request: the
+/// caller, and `org`'s snapshot, reloaded when another node changed it
+/// since this node last read it.
 async fn checked(
-    ctx: web::Data<AppContext>,
-    token: String,
+    check: SharedCheck,
     org: Option<OrgId>,
 ) -> Result<(UserId, Option<Arc<OrgState>>), ApiError> {
+    let SharedCheck {
+        ctx,
+        token,
+        prechecked,
+    } = check;
     let digest = sha256(token.as_bytes());
-    let fresh = ctx
-        .store
-        .freshness(Some(&digest), org)
-        .await?
-        .unwrap_or_default();
+    let prechecked =
+        prechecked.filter(|pre| pre.token == digest && (org.is_none() || pre.org == org));
+    let fresh = match prechecked {
+        Some(pre) => pre.fresh,
+        None => ctx.store.freshness(Some(&digest), org).await?,
+    }
+    .unwrap_or_default();
     let Some((record, user)) = fresh.account else {
         ctx.accounts.forget_token(&digest);
         return Err(ApiError::Unauthenticated(
@@ -110,8 +143,8 @@ impl FromRequest for UserAuth {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         match shared(req) {
-            Ok(Some((ctx, token))) => Either::Right(Box::pin(async move {
-                let (user, _) = checked(ctx, token, None).await?;
+            Ok(Some(check)) => Either::Right(Box::pin(async move {
+                let (user, _) = checked(check, None).await?;
                 Ok(UserAuth { user })
             })),
             Ok(None) => Either::Left(ready(Self::resolve(req))),
@@ -235,8 +268,8 @@ impl FromRequest for OrgAccess {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let shared = shared(req).and_then(|shared| Ok((shared, Self::org_of(req)?)));
         match shared {
-            Ok((Some((ctx, token)), org)) => Either::Right(Box::pin(async move {
-                let (user, state) = checked(ctx, token, Some(org)).await?;
+            Ok((Some(check), org)) => Either::Right(Box::pin(async move {
+                let (user, state) = checked(check, Some(org)).await?;
                 let state = state.ok_or(ApiError::NotFound("organization"))?;
                 Self::of_member(user, state)
             })),

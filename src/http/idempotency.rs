@@ -36,9 +36,11 @@ use crate::domain::error::ApiError;
 use crate::domain::input::Input;
 use crate::http::body::{read_input, ReadBody};
 use crate::http::credential::bearer_token;
+use crate::http::extract::Prechecked;
 use crate::http::AppContext;
+use crate::ids::OrgId;
 use crate::secrets::{constant_time_eq, sha256};
-use crate::storage::idempotency::{Begin, KeyRecord, KeyState, StoredAnswer};
+use crate::storage::idempotency::{Begin, StoredAnswer};
 use crate::time::Timestamp;
 
 /// The request header.
@@ -186,8 +188,12 @@ pub async fn idempotency(
     };
     let scope = scope(&token, req.path(), &key);
     let now = Timestamp::now();
-    let claim = KeyRecord::running(fingerprint, later(now, CLAIM));
-    let begun = match ctx.store.idempotency_begin(scope, &claim, now).await {
+    let until = later(now, CLAIM);
+    let begun = match ctx
+        .store
+        .idempotency_begin(scope, fingerprint, until, now)
+        .await
+    {
         Ok(begun) => begun,
         Err(err) => return Ok(answer(req, ApiError::from(err).error_response())),
     };
@@ -237,14 +243,12 @@ pub async fn idempotency(
             .collect(),
         body: body.to_vec(),
     };
-    let answered = KeyRecord {
-        fingerprint,
-        state: KeyState::Answered {
-            answer: stored,
-            expires: later(Timestamp::now(), ctx.idempotency_ttl).millis(),
-        },
-    };
-    if let Err(err) = ctx.store.idempotency_answer(scope, &answered).await {
+    let expires = later(Timestamp::now(), ctx.idempotency_ttl);
+    if let Err(err) = ctx
+        .store
+        .idempotency_answer(scope, fingerprint, stored, expires)
+        .await
+    {
         // The change is made and answered; only its replay is lost.
         tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's answer could not be stored; a retry after its claim lapses runs again");
     }
@@ -260,7 +264,9 @@ fn kept(status: StatusCode) -> bool {
 }
 
 /// The presented token when it is live: the admin token on `/admin`, a
-/// user's token elsewhere (asked of the store when nodes share it).
+/// user's token elsewhere. When nodes share the store, that is asked of the
+/// store, with the path's organization's revision, and the answer left for
+/// the handler's extractor ([`Prechecked`]): one check per request.
 async fn live_token(ctx: &AppContext, req: &ServiceRequest) -> Result<Option<[u8; 32]>, ApiError> {
     let Ok(token) = bearer_token(req.headers()) else {
         return Ok(None);
@@ -269,14 +275,25 @@ async fn live_token(ctx: &AppContext, req: &ServiceRequest) -> Result<Option<[u8
     let live = if req.path().starts_with("/admin/") {
         constant_time_eq(&digest, &ctx.admin_token_sha256)
     } else if ctx.store.shared() {
-        ctx.store
-            .freshness(Some(&digest), None)
-            .await?
-            .is_some_and(|fresh| fresh.account.is_some())
+        let org = organization_of(req.path()).and_then(OrgId::parse);
+        let fresh = ctx.store.freshness(Some(&digest), org).await?;
+        let live = fresh.as_ref().is_some_and(|fresh| fresh.account.is_some());
+        req.extensions_mut().insert(Prechecked {
+            token: digest,
+            org,
+            fresh,
+        });
+        live
     } else {
         ctx.accounts.user_for_token(token).is_some()
     };
     Ok(live.then_some(digest))
+}
+
+/// The organization segment of `path`, if it is an organization's route.
+fn organization_of(path: &str) -> Option<&str> {
+    path.strip_prefix("/organizations/")
+        .and_then(|rest| rest.split('/').next())
 }
 
 /// The SHA-256 of the request: method, path with query, body.
@@ -297,10 +314,7 @@ fn fingerprint(method: &Method, uri: &Uri, body: &[u8]) -> [u8; 32] {
 /// The SHA-256 of the token's, the path's organization (none on `/admin`)
 /// and the key: where the key's record is kept.
 fn scope(token: &[u8; 32], path: &str, key: &str) -> [u8; 32] {
-    let org = path
-        .strip_prefix("/organizations/")
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or("");
+    let org = organization_of(path).unwrap_or("");
     let mut text = Vec::with_capacity(32 + org.len() + key.len() + 2);
     text.extend_from_slice(token);
     text.push(0);

@@ -74,6 +74,17 @@ impl KeyRecord {
         }
     }
 
+    /// The answer of a request of `fingerprint`, kept until `expires`.
+    pub fn answered(fingerprint: [u8; 32], answer: StoredAnswer, expires: Timestamp) -> Self {
+        KeyRecord {
+            fingerprint,
+            state: KeyState::Answered {
+                answer,
+                expires: expires.millis(),
+            },
+        }
+    }
+
     /// Whether the record still counts at `now` (an answer not expired, a
     /// claim not lapsed).
     pub fn live(&self, now: Timestamp) -> bool {

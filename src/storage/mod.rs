@@ -418,31 +418,46 @@ impl Store {
         }
     }
 
-    /// Claims the idempotency key `scope` for a request with `claim`'s
-    /// fingerprint, unless a live record holds it: then what that record
-    /// says (replay its answer, wait for its request, or refuse another).
+    /// Claims the idempotency key `scope` until `until` for a request of
+    /// `fingerprint`, unless a live record holds it at `now`: then what
+    /// that record says (replay its answer, wait for its request, or
+    /// refuse another).
     pub async fn idempotency_begin(
         &self,
         scope: [u8; 32],
-        claim: &idempotency::KeyRecord,
+        fingerprint: [u8; 32],
+        until: crate::time::Timestamp,
         now: crate::time::Timestamp,
     ) -> Result<idempotency::Begin, StoreError> {
         match self {
-            Store::Sled(store) => store.idempotency_begin(scope, claim, now),
-            Store::Postgres(store) => store.idempotency_begin(scope, claim, now).await,
+            Store::Sled(store) => store.idempotency_begin(scope, fingerprint, until, now),
+            Store::Postgres(store) => {
+                store
+                    .idempotency_begin(scope, fingerprint, until, now)
+                    .await
+            }
         }
     }
 
-    /// Records the answer of the request that claimed `scope`: durable
-    /// when it returns.
+    /// Records `answer`, kept until `expires`, of the request of
+    /// `fingerprint` that claimed `scope`: durable when it returns.
     pub async fn idempotency_answer(
         &self,
         scope: [u8; 32],
-        record: &idempotency::KeyRecord,
+        fingerprint: [u8; 32],
+        answer: idempotency::StoredAnswer,
+        expires: crate::time::Timestamp,
     ) -> Result<(), StoreError> {
         match self {
-            Store::Sled(store) => store.idempotency_answer(scope, record).await,
-            Store::Postgres(store) => store.idempotency_answer(scope, record).await,
+            Store::Sled(store) => {
+                let record = idempotency::KeyRecord::answered(fingerprint, answer, expires);
+                store.idempotency_answer(scope, &record).await
+            }
+            Store::Postgres(store) => {
+                store
+                    .idempotency_answer(scope, fingerprint, &answer, expires)
+                    .await
+            }
         }
     }
 

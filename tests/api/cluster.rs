@@ -1143,7 +1143,19 @@ async fn a_create_sent_again_to_the_other_node_is_replayed_there() {
         return;
     };
     let Pair { a, b, .. } = two_nodes(&databases);
-    let (org, owner) = enterprise_org(&a, "Keyed").await;
+    let (org, first_token) = enterprise_org(&a, "Keyed").await;
+    // A token of the owner's own, to revoke at the end.
+    let me = a.get("/me", &first_token).await.expect(200).json();
+    let issued = a
+        .post(
+            &format!("/admin/users/{}/tokens", id_of(&me["user"])),
+            ADMIN,
+            json!({"kind": "api"}),
+        )
+        .await
+        .expect(201)
+        .json();
+    let owner = issued["token"].as_str().expect("a token").to_owned();
     async fn create(node: &Running, org: &str, owner: &str, title: &str) -> crate::helpers::Reply {
         let request = Req::json(
             actix_web::http::Method::POST,
@@ -1169,4 +1181,12 @@ async fn a_create_sent_again_to_the_other_node_is_replayed_there() {
         .expect(200)
         .json();
     assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
+
+    // Revoked on one node, the token replays nothing on the other: 401.
+    a.delete(&format!("/admin/tokens/{}", id_of(&issued)), ADMIN)
+        .await
+        .expect(204);
+    create(&b, &org, &owner, "once")
+        .await
+        .problem(401, "UNAUTHENTICATED");
 }

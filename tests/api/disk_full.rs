@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually, launch_binary, send, Reply, Req, Running, ADMIN};
+use crate::helpers::{
+    eventually, launch_binary, runs_once_back_then_replays, send, Reply, Req, Running, ADMIN,
+};
 use crate::receiver::TestReceiver;
 
 /// A tmpfs of `size_mb` MiB mounted on a temporary directory, unmounted
@@ -469,17 +471,5 @@ async fn a_503_under_an_idempotency_key_is_not_kept_on_sled() {
 
     std::fs::remove_file(&ballast).expect("ballast removed");
     std::fs::remove_file(&filler).expect("filler removed");
-    let created = eventually(Duration::from_secs(30), "the keyed create runs", || async {
-        let reply = keyed().await;
-        (reply.status == 201).then_some(reply)
-    })
-    .await;
-    assert_eq!(
-        created.header("idempotent-replayed"),
-        "",
-        "run, not replayed"
-    );
-    let again = keyed().await;
-    assert_eq!(again.header("idempotent-replayed"), "true");
-    assert_eq!(again.json(), created.json());
+    runs_once_back_then_replays(Duration::from_secs(30), keyed).await;
 }

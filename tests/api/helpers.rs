@@ -403,6 +403,30 @@ where
     }
 }
 
+/// After a keyed create was refused with 503 (not kept): sends it until
+/// the store takes it again, asserts that answer was run (not replayed),
+/// and that sending it once more replays the same answer. The answer.
+pub async fn runs_once_back_then_replays<F, Fut>(timeout: Duration, keyed: F) -> Reply
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Reply>,
+{
+    let created = eventually(timeout, "the keyed create runs", || async {
+        let reply = keyed().await;
+        (reply.status == 201).then_some(reply)
+    })
+    .await;
+    assert_eq!(
+        created.header("idempotent-replayed"),
+        "",
+        "run, not replayed"
+    );
+    let again = keyed().await;
+    assert_eq!(again.header("idempotent-replayed"), "true");
+    assert_eq!(again.json(), created.json());
+    created
+}
+
 /// Config overrides for webhook tests: loopback http allowed, small timings.
 pub const WEBHOOK_TEST_CONFIG: &[(&str, &str)] = &[
     ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),

@@ -96,6 +96,20 @@ async fn a_retried_create_is_answered_once_and_then_replayed() {
         .await
         .expect(201);
     assert_eq!(task_titles(&app, &elsewhere).await, ["once"]);
+    // Another token of the same owner, in the same organization: new too.
+    let second_token = app.create_token(&org.owner_id).await;
+    let other_token = keyed(
+        &app,
+        Method::POST,
+        &org.path("/tasks"),
+        &second_token,
+        "create-1",
+        Some(json!({"title": "once"})),
+    )
+    .await;
+    other_token.json_with_status(201);
+    assert_eq!(other_token.header("idempotent-replayed"), "");
+    assert_eq!(task_titles(&app, &org).await, ["once", "once"]);
 }
 
 async fn a_key_that_is_not_1_to_255_printable_characters_is_refused_and_changes_nothing() {

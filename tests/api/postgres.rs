@@ -795,19 +795,7 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
     refused.problem(503, "STORAGE_UNAVAILABLE");
     assert_eq!(refused.header("idempotent-replayed"), "");
     proxy.restore();
-    let created = eventually(Duration::from_secs(15), "the retry runs", || async {
-        let reply = keyed().await;
-        (reply.status == 201).then_some(reply)
-    })
-    .await;
-    assert_eq!(
-        created.header("idempotent-replayed"),
-        "",
-        "run, not replayed"
-    );
-    let again = keyed().await;
-    assert_eq!(again.header("idempotent-replayed"), "true");
-    assert_eq!(again.json(), created.json());
+    runs_once_back_then_replays(Duration::from_secs(15), keyed).await;
     let tasks = app
         .get(&org.path("/tasks"), &org.owner_token)
         .await

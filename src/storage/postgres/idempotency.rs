@@ -2,25 +2,15 @@
 //! insert that takes over only a row past its time, so that two requests
 //! with one key, on any nodes, cannot both run.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use tokio_postgres::Row;
 
-use super::rows;
+use super::rows::{self, stamp, time};
 use super::PgStore;
 use crate::storage::idempotency::{Begin, KeyRecord, KeyState, StoredAnswer};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
-
-fn time(at: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(u64::try_from(at).unwrap_or(0))
-}
-
-fn millis(at: SystemTime) -> i64 {
-    at.duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
 
 impl PgStore {
     /// See [`crate::storage::Store::idempotency_begin`]: one statement,
@@ -29,7 +19,8 @@ impl PgStore {
     pub async fn idempotency_begin(
         &self,
         scope: [u8; 32],
-        claim: &KeyRecord,
+        fingerprint: [u8; 32],
+        until: Timestamp,
         now: Timestamp,
     ) -> Result<Begin, StoreError> {
         const SQL: &str = "WITH claimed AS ( \
@@ -45,11 +36,6 @@ impl PgStore {
                     k.live_until, k.status, k.headers::text AS headers, k.body \
                FROM (SELECT 1) AS one \
                LEFT JOIN idempotency_keys k ON k.scope = $1";
-        let KeyState::Running { until } = claim.state else {
-            return Err(StoreError::codec(std::io::Error::other(
-                "an idempotency claim must be a running one",
-            )));
-        };
         let rows = self
             .database
             .query(
@@ -57,9 +43,9 @@ impl PgStore {
                 SQL,
                 &[
                     &scope.as_slice(),
-                    &claim.fingerprint.as_slice(),
+                    &fingerprint.as_slice(),
                     &time(until),
-                    &time(now.millis()),
+                    &time(now),
                 ],
             )
             .await?;
@@ -70,7 +56,7 @@ impl PgStore {
             return Ok(Begin::Run);
         }
         match record(row)? {
-            Some(record) if record.live(now) => Ok(record.verdict(&claim.fingerprint, now)),
+            Some(record) if record.live(now) => Ok(record.verdict(&fingerprint, now)),
             // Not there any more, or lapsed since: the next try claims it.
             _ => Ok(Begin::Running { for_ms: 1 }),
         }
@@ -80,13 +66,10 @@ impl PgStore {
     pub async fn idempotency_answer(
         &self,
         scope: [u8; 32],
-        record: &KeyRecord,
+        fingerprint: [u8; 32],
+        answer: &StoredAnswer,
+        expires: Timestamp,
     ) -> Result<(), StoreError> {
-        let KeyState::Answered { answer, expires } = &record.state else {
-            return Err(StoreError::codec(std::io::Error::other(
-                "an idempotency answer must be an answered one",
-            )));
-        };
         let headers = serde_json::to_string(&answer.headers).map_err(StoreError::codec)?;
         self.database
             .query(
@@ -95,8 +78,8 @@ impl PgStore {
                  headers = $5::text::json, body = $6 WHERE scope = $1 AND fingerprint = $2",
                 &[
                     &scope.as_slice(),
-                    &record.fingerprint.as_slice(),
-                    &time(*expires),
+                    &fingerprint.as_slice(),
+                    &time(expires),
                     &i32::from(answer.status),
                     &headers,
                     &answer.body,
@@ -138,7 +121,7 @@ impl PgStore {
                 "WITH gone AS (DELETE FROM idempotency_keys WHERE scope IN \
                    (SELECT scope FROM idempotency_keys WHERE live_until <= $1 LIMIT $2) \
                    RETURNING 1) SELECT count(*) AS n FROM gone",
-                &[&time(now.millis()), &limit],
+                &[&time(now), &limit],
             )
             .await?;
         let purged = match rows.first() {
@@ -155,7 +138,7 @@ fn record(row: &Row) -> Result<Option<KeyRecord>, StoreError> {
         return Ok(None);
     };
     let fingerprint = <[u8; 32]>::try_from(fingerprint.as_slice()).map_err(StoreError::codec)?;
-    let until = millis(rows::get::<SystemTime>(row, "live_until")?);
+    let until = stamp(rows::get::<SystemTime>(row, "live_until")?).millis();
     let state = if rows::get::<bool>(row, "answered")? {
         let headers: Option<String> = rows::get(row, "headers")?;
         let headers: Vec<(String, String)> = match headers {

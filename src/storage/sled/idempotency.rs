@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use super::codec::{decode, encode};
 use super::keys::TreeName;
 use super::SledStore;
-use crate::storage::idempotency::{Begin, KeyRecord, KeyState};
+use crate::storage::idempotency::{Begin, KeyRecord};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
 
@@ -30,7 +30,8 @@ impl SledStore {
     pub fn idempotency_begin(
         &self,
         scope: [u8; 32],
-        claim: &KeyRecord,
+        fingerprint: [u8; 32],
+        until: Timestamp,
         now: Timestamp,
     ) -> Result<Begin, StoreError> {
         let answered = self.read(|engine| {
@@ -42,7 +43,7 @@ impl SledStore {
         if let Some(bytes) = answered {
             let record: KeyRecord = decode(&bytes)?;
             if record.live(now) {
-                return Ok(record.verdict(&claim.fingerprint, now));
+                return Ok(record.verdict(&fingerprint, now));
             }
         }
         let mut running = self
@@ -51,12 +52,12 @@ impl SledStore {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(record) = running.get(&scope).filter(|record| record.live(now)) {
-            return Ok(record.verdict(&claim.fingerprint, now));
+            return Ok(record.verdict(&fingerprint, now));
         }
         if running.len() >= SWEEP_PAST {
             running.retain(|_, record| record.live(now));
         }
-        running.insert(scope, claim.clone());
+        running.insert(scope, KeyRecord::running(fingerprint, until));
         Ok(Begin::Run)
     }
 
@@ -111,7 +112,7 @@ impl SledStore {
                 }
                 let (key, value) = entry.map_err(StoreError::engine)?;
                 let record: KeyRecord = decode(&value)?;
-                if matches!(record.state, KeyState::Answered { .. } if !record.live(now))
+                if !record.live(now)
                     && tree
                         .compare_and_swap(&key, Some(value), None::<&[u8]>)
                         .map_err(StoreError::engine)?
