@@ -84,30 +84,6 @@ impl<'a> Workspace<'a> {
             .await
     }
 
-    /// Edits a resource with `apply`; when the result differs, it is
-    /// touched and `event` (if any) fires. An edit that changes nothing
-    /// writes and fires nothing.
-    pub async fn edit<T: Resource>(
-        &self,
-        id: ResourceId,
-        apply: impl Fn(&T) -> Result<T, ApiError>,
-        event: Option<EventKind>,
-    ) -> Result<T, ApiError> {
-        self.update(id, |current: T| {
-            let mut next = apply(&current)?;
-            if next == current {
-                return Ok(Changed::new(current));
-            }
-            next.touch(Timestamp::now());
-            let changed = Changed::new(next);
-            Ok(match event {
-                Some(kind) => changed.emit(kind),
-                None => changed,
-            })
-        })
-        .await
-    }
-
     /// Deletes a resource, firing `event` (if any) with its last representation.
     pub async fn delete<T: Resource>(
         &self,

@@ -11,6 +11,7 @@ pub mod paging;
 pub mod problem;
 pub mod rate_limit;
 pub mod request_id;
+pub mod resource_routes;
 pub mod route_table;
 pub mod route_template;
 pub mod routes;

@@ -11,7 +11,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::error::ApiError;
-use crate::domain::event::EventKind;
 use crate::domain::member::Membership;
 use crate::domain::resources::Resource;
 use crate::domain::role::Role;
@@ -125,20 +124,4 @@ pub async fn get_resource<T: Resource + Serialize>(
     route: RouteSpec,
 ) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok().json(locate::<T>(ctx, access, raw_id, route).await?))
-}
-
-/// `DELETE …/{id}`: removes the resource, firing `event` with its last representation.
-pub async fn delete_resource<T: Resource>(
-    ctx: &AppContext,
-    access: &OrgAccess,
-    raw_id: &str,
-    route: RouteSpec,
-    event: Option<EventKind>,
-) -> Result<HttpResponse, ApiError> {
-    let current = locate::<T>(ctx, access, raw_id, route).await?;
-    access
-        .workspace(ctx)
-        .delete::<T>(current.id(), event)
-        .await?;
-    Ok(HttpResponse::NoContent().finish())
 }

@@ -350,3 +350,96 @@ async fn the_served_document_passes_openapi_spec_validator_and_redocly_lint() {
         "redocly lint reports no error: {report}"
     );
 }
+
+/// The five workspace resources share one generic set of handlers; their
+/// entries are built from what each declares, and must read as the
+/// annotated routes around them do: one id per verb, the record's schema,
+/// the create and update bodies, and the errors of their own.
+#[actix_web::test]
+async fn the_generic_resource_routes_are_documented_per_resource() {
+    let app = spawn_app().await;
+    let doc = served(&app).await;
+    let schema_ref = |name: &str| json!({"$ref": format!("#/components/schemas/{name}")});
+    let body_of = |operation: &Value, status: &str| {
+        operation["responses"][status]["content"]["application/json"]["schema"].clone()
+    };
+    for (one, many, record, tag) in [
+        ("decision", "decisions", "Decision", "decisions"),
+        ("task", "tasks", "Task", "tasks"),
+        ("memory", "memories", "Memory", "memories"),
+        ("capsule", "capsules", "Capsule", "capsules"),
+        ("project", "projects", "Project", "projects"),
+    ] {
+        let list = format!("/organizations/{{org_id}}/{many}");
+        let item = format!("{list}/{{id}}");
+        let op = |path: &str, method: &str| doc["paths"][path][method].clone();
+        for (path, method, id, outcome, schema) in [
+            (
+                &list,
+                "post",
+                format!("create_{one}"),
+                "201",
+                record.to_owned(),
+            ),
+            (
+                &list,
+                "get",
+                format!("list_{many}"),
+                "200",
+                format!("Page_{record}"),
+            ),
+            (&item, "get", format!("get_{one}"), "200", record.to_owned()),
+            (
+                &item,
+                "patch",
+                format!("update_{one}"),
+                "200",
+                record.to_owned(),
+            ),
+        ] {
+            let operation = op(path, method);
+            assert_eq!(operation["operationId"], json!(id), "{method} {path}");
+            assert_eq!(operation["tags"], json!([tag]), "{id}");
+            assert_eq!(operation["security"], json!([{"bearer": []}]), "{id}");
+            assert_eq!(body_of(&operation, outcome), schema_ref(&schema), "{id}");
+            let summary = operation["summary"].as_str().unwrap_or_default();
+            assert!(summary.ends_with('.'), "{id} has a summary: {summary:?}");
+        }
+        let create = op(&list, "post");
+        let update = op(&item, "patch");
+        let delete = op(&item, "delete");
+        assert_eq!(
+            create["requestBody"]["content"]["application/json"]["schema"],
+            schema_ref(&format!("Create{record}"))
+        );
+        assert_eq!(
+            update["requestBody"]["content"]["application/json"]["schema"],
+            schema_ref(&format!("Update{record}"))
+        );
+        assert_eq!(delete["operationId"], json!(format!("delete_{one}")));
+        assert_eq!(
+            delete["responses"]["204"],
+            json!({"description": "Deleted"})
+        );
+        let listing = op(&list, "get");
+        let names: Vec<&str> = listing["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert_eq!(names, ["org_id", "limit", "cursor"], "list_{many}");
+        // A refused transition is this resource's own 409; an unknown
+        // project is a task's own 422 (besides the Idempotency-Key's).
+        let own_conflict = matches!(one, "task" | "capsule");
+        assert_eq!(
+            statuses(&update).contains("409"),
+            own_conflict,
+            "update_{one}: {:?}",
+            statuses(&update)
+        );
+    }
+    let analyses = &doc["paths"]["/organizations/{org_id}/pull-requests/analyses/{id}"]["get"];
+    assert_eq!(analyses["operationId"], json!("get_analysis"));
+    assert_eq!(analyses["tags"], json!(["pull-requests"]));
+}

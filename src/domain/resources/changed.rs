@@ -45,6 +45,21 @@ impl<T: Resource> Changed<T> {
         }
     }
 
+    /// An edit of `current` into `next`: when they differ, `next` is
+    /// touched and `event` (if any) fires; otherwise nothing changes and
+    /// nothing fires.
+    pub fn edited(current: T, mut next: T, event: Option<EventKind>) -> Self {
+        if next == current {
+            return Changed::new(current);
+        }
+        next.touch(Timestamp::now());
+        let changed = Changed::new(next);
+        match event {
+            Some(kind) => changed.emit(kind),
+            None => changed,
+        }
+    }
+
     /// The resource as changed.
     pub fn value(&self) -> &T {
         &self.value

@@ -1,6 +1,6 @@
 //! Pull-request analyses: `/organizations/{org_id}/pull-requests/analyses…` (CONTRACT §7).
 
-use actix_web::{get, post, web, HttpRequest, HttpResponse};
+use actix_web::{post, web, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use crate::domain::error::{ApiError, Reference};
@@ -13,18 +13,25 @@ use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
-use crate::http::org_routes::{get_resource, list, locate};
-use crate::http::paging::Page;
+use crate::http::org_routes::locate;
 use crate::http::problem::Problem;
+use crate::http::resource_routes::{reads, Doc, Listed};
 use crate::http::route_table::*;
 use crate::http::AppContext;
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(report)
-        .service(list_all)
-        .service(get_one)
+        .service(reads::<Analysis>())
         .service(accept);
+}
+
+impl Listed for Analysis {
+    const TAG: &'static str = "pull-requests";
+    const ONE: &'static str = "analysis";
+    const MANY: &'static str = "analyses";
+    const LIST: Doc = Doc::new(ANALYSES_LIST, "Analyses, newest first.");
+    const GET: Doc = Doc::new(ANALYSES_GET, "One analysis.");
 }
 
 /// The scanner reports an analysis; fires `pr.analysis_completed`, then one
@@ -62,32 +69,6 @@ async fn report(
     }
     let created = workspace.create(changed).await?;
     Ok(HttpResponse::Created().json(created))
-}
-
-/// Analyses, newest first.
-#[utoipa::path(operation_id = "list_analyses", tag = "pull-requests", security(("bearer" = [])),
-    params(("org_id" = String, Path), crate::http::paging::IdPaging),
-    responses((status = 200, body = Page<Analysis>), (status = 400, body = Problem), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("")]
-async fn list_all(
-    access: OrgAccess,
-    ctx: web::Data<AppContext>,
-    req: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
-    access.allow(ANALYSES_LIST)?;
-    list::<Analysis>(&ctx, &access, &req, None).await
-}
-
-/// One analysis.
-#[utoipa::path(operation_id = "get_analysis", tag = "pull-requests", security(("bearer" = [])), params(("org_id" = String, Path), ("id" = String, Path)),
-    responses((status = 200, body = Analysis), (status = 401, body = Problem), (status = 403, body = Problem), (status = 404, body = Problem)))]
-#[get("/{id}")]
-async fn get_one(
-    access: OrgAccess,
-    ctx: web::Data<AppContext>,
-    path: web::Path<(String, String)>,
-) -> Result<HttpResponse, ApiError> {
-    get_resource::<Analysis>(&ctx, &access, &path.1, ANALYSES_GET).await
 }
 
 /// Accepts the proposed findings; fires `pr.results_accepted` (409 when already accepted).
