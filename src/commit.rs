@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::admissions::Taken;
 use crate::domain::change::Write;
-use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::delivery::{Job, LogRecord, Stopped};
 use crate::domain::org_state::{Edit, OrgState};
 use crate::domain::resources::Resource;
 use crate::ids::{OrgId, ResourceId};
@@ -42,8 +42,8 @@ pub trait Deliveries: Send + Sync {
     fn not_committed(&self, _taken: Taken) {}
     /// New deliveries, now durable: schedule them.
     fn enqueue(&self, jobs: Vec<Job>);
-    /// The endpoint of `org` was removed: drop its queued deliveries.
-    fn endpoint_removed(&self, org: OrgId);
+    /// The endpoint of `org` was removed or disabled: drop its queued deliveries.
+    fn endpoint_stopped(&self, org: OrgId, why: Stopped);
     /// Delivery-log records a change wrote (skipped events): count them,
     /// and consider their logs for pruning.
     fn logged(&self, records: &[&LogRecord]);
@@ -54,7 +54,7 @@ struct Undelivered;
 
 impl Deliveries for Undelivered {
     fn enqueue(&self, _: Vec<Job>) {}
-    fn endpoint_removed(&self, _: OrgId) {}
+    fn endpoint_stopped(&self, _: OrgId, _: Stopped) {}
     fn logged(&self, _: &[&LogRecord]) {}
 }
 
@@ -247,7 +247,12 @@ impl CommitPath {
             match write {
                 Write::PutJob(job) => jobs.push(job.clone()),
                 Write::Log(record) => logged.push(record),
-                Write::Edit(Edit::DeleteWebhook(org)) => self.deliveries.endpoint_removed(*org),
+                Write::Edit(Edit::DeleteWebhook(org)) => {
+                    self.deliveries.endpoint_stopped(*org, Stopped::Removed)
+                }
+                Write::Edit(Edit::PutWebhook(endpoint)) if endpoint.disabled.is_some() => self
+                    .deliveries
+                    .endpoint_stopped(endpoint.organization_id, Stopped::Disabled),
                 _ => {}
             }
         }
@@ -297,7 +302,7 @@ mod tests {
                 ));
             }
         }
-        fn endpoint_removed(&self, _: OrgId) {}
+        fn endpoint_stopped(&self, _: OrgId, _: Stopped) {}
         fn logged(&self, _: &[&LogRecord]) {}
     }
 

@@ -169,6 +169,9 @@ pub struct StorageConfig {
     pub postgres_connect_timeout_ms: u64,
     /// Longest a statement may run, in milliseconds.
     pub postgres_statement_timeout_ms: u64,
+    /// Longest start-up waits for the store (PostgreSQL unreachable, a
+    /// disk too full to open sled), in seconds; 0: no limit.
+    pub startup_wait_secs: u64,
     /// Database and admin-token directory.
     pub data_dir: PathBuf,
     /// Page-cache size of the database, in MiB.
@@ -243,6 +246,10 @@ pub struct WebhookConfig {
     pub attempt_timeout_ms: u64,
     /// Retry delay in milliseconds.
     pub retry_delay_ms: u64,
+    /// An endpoint whose every attempt failed for this long (milliseconds)…
+    pub disable_after_failing_ms: u64,
+    /// …with at least this many attempts, is disabled.
+    pub disable_after_failures: u32,
     /// Whether http:// endpoints are allowed.
     pub allow_http: bool,
     /// Whether private-network endpoints are allowed.
@@ -274,6 +281,14 @@ impl WebhookConfig {
     /// The delay between a failed first attempt and the retry.
     pub fn retry_delay(&self) -> Duration {
         Duration::from_millis(self.retry_delay_ms)
+    }
+
+    /// When a failing run disables its endpoint.
+    pub fn failing_limit(&self) -> crate::actors::endpoint_health::FailingLimit {
+        crate::actors::endpoint_health::FailingLimit {
+            lasting: Duration::from_millis(self.disable_after_failing_ms),
+            attempts: self.disable_after_failures,
+        }
     }
 
     /// How long a delivery lease lasts unless renewed (at least 30 ms).
@@ -329,9 +344,15 @@ fn secret<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Secret, D::Error
     String::deserialize(deserializer).map(Secret::new)
 }
 
+/// `text` as TOML; an error names where and why on one line (toml's own
+/// message then quotes the line over several more).
 fn parse_toml(text: &str, origin: &str) -> Result<toml::Table, ConfigError> {
-    text.parse::<toml::Table>()
-        .map_err(|err| ConfigError::Invalid(format!("{origin}: {err}")))
+    text.parse::<toml::Table>().map_err(|err| {
+        let said = err.to_string();
+        let place = said.lines().next().unwrap_or_default();
+        let why = err.message().trim().replace('\n', ", ");
+        ConfigError::Invalid(format!("{origin}: {place}: {why}"))
+    })
 }
 
 /// Overlays `top` onto `base`, section by section.

@@ -50,6 +50,7 @@ pub struct Metrics {
     outbox_size: IntGauge,
     org_actors: IntGauge,
     storage_bytes: IntGauge,
+    endpoints_disabled: IntCounterVec,
 }
 
 impl Metrics {
@@ -93,6 +94,13 @@ impl Metrics {
         let outbox_size = IntGauge::new("outbox_size", "Unfinished deliveries in the outbox")?;
         let org_actors = IntGauge::new("org_actors", "Running organization actors")?;
         let storage_bytes = IntGauge::new("storage_size_bytes", "Database size on disk")?;
+        let endpoints_disabled = IntCounterVec::new(
+            Opts::new(
+                "webhook_endpoints_disabled_total",
+                "Webhook endpoints this node disabled, by reason (gone: a 410 answer; failing: a long run of failed attempts)",
+            ),
+            &["reason"],
+        )?;
         registry.register(Box::new(http_requests.clone()))?;
         registry.register(Box::new(http_duration.clone()))?;
         registry.register(Box::new(deliveries.clone()))?;
@@ -101,6 +109,10 @@ impl Metrics {
         registry.register(Box::new(outbox_size.clone()))?;
         registry.register(Box::new(org_actors.clone()))?;
         registry.register(Box::new(storage_bytes.clone()))?;
+        registry.register(Box::new(endpoints_disabled.clone()))?;
+        for reason in ["gone", "failing"] {
+            endpoints_disabled.with_label_values(&[reason]);
+        }
         for outcome in ["succeeded", "failed"] {
             for attempt in ["1", "2"] {
                 deliveries.with_label_values(&[outcome, attempt]);
@@ -118,7 +130,15 @@ impl Metrics {
             outbox_size,
             org_actors,
             storage_bytes,
+            endpoints_disabled,
         })
+    }
+
+    /// Counts an endpoint this node disabled, by reason.
+    pub fn endpoint_disabled(&self, reason: crate::domain::webhook::DisabledReason) {
+        self.endpoints_disabled
+            .with_label_values(&[reason.as_str()])
+            .inc();
     }
 
     /// Counts one answered request; `route` is the matched route template.

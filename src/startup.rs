@@ -19,6 +19,7 @@ use crate::accounts::Accounts;
 use crate::actors::delivery::DeliveryActor;
 use crate::actors::dispatcher::Dispatcher;
 use crate::actors::dispatcher::ReleaseLeases;
+use crate::actors::endpoint_health::{Attempted, EndpointHealth};
 use crate::actors::fair_queue::Limits;
 use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
@@ -68,9 +69,53 @@ pub enum StartupError {
     /// Storage could not be opened or loaded.
     #[error("storage: {}", crate::telemetry::cause_chain(.0))]
     Storage(#[from] StoreError),
-    /// The listener could not be bound, or a file could not be written.
+    /// The store could not be opened within `storage.startup_wait_secs`.
+    #[error("storage: not available after waiting {waited_secs} s (storage.startup_wait_secs): {}", crate::telemetry::cause_chain(.source))]
+    StoreNotAvailable {
+        /// How long start-up waited.
+        waited_secs: u64,
+        /// The last reason.
+        #[source]
+        source: StoreError,
+    },
+    /// The listen address could not be bound (in use, not this host's, a
+    /// privileged port).
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// `server.listen`.
+        address: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file could not be written, or the server could not be set up.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+impl StartupError {
+    /// The process's exit code for it: 78 (`EX_CONFIG`) when the
+    /// configuration itself is wrong, 1 when what it names is not as
+    /// needed (a port in use, a file, a directory, a database).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StartupError::SecretKey(_) | StartupError::Storage(StoreError::Config(_)) => {
+                EXIT_CONFIG
+            }
+            _ => 1,
+        }
+    }
+}
+
+/// sysexits' `EX_CONFIG`: the configuration is wrong.
+pub const EXIT_CONFIG: u8 = 78;
+
+/// Binds `server.listen`, before anything else starts.
+fn bind(address: &str) -> Result<TcpListener, StartupError> {
+    TcpListener::bind(address).map_err(|source| StartupError::Bind {
+        address: address.to_owned(),
+        source,
+    })
 }
 
 /// A bound, ready-to-run server.
@@ -98,6 +143,11 @@ impl Application {
             Some((cert, key)) => Some(ServerCertificate::load(cert, key)?),
             None => None,
         };
+        let tls = certificate
+            .as_ref()
+            .map(|certificate| certificate.server_config())
+            .transpose()
+            .map_err(StartupError::ServerTlsConfig)?;
         let key = config
             .storage
             .sealing_key()
@@ -160,12 +210,21 @@ impl Application {
             accounts.clone(),
             Arc::new(handoff),
         ));
+        let admin_token_sha256 = admin_token_hash(&config, &store, &commit).await?;
+        let listener = bind(&config.server.listen)?;
+        let address = listener.local_addr()?;
+
+        // Nothing fails from here until the server runs: actors and timers
+        // start only now, so a failed start leaves none behind.
         let log = logging.run(LogActor::new(
             commit.clone(),
             metrics.clone(),
             hooks.log_retention,
         ));
-        let (deliverers, workers) = start_delivery_actors(&config, &client, &commit, &dispatcher);
+        let judging = Context::<EndpointHealth>::new();
+        let health = judging.address().recipient();
+        let (deliverers, workers) =
+            start_delivery_actors(&config, &client, &commit, &dispatcher, &health);
         let limits = Limits {
             per_org: hooks.max_in_flight_per_org,
             total: hooks.max_in_flight_total,
@@ -189,13 +248,18 @@ impl Application {
         }
         let dispatcher = dispatching.run(dispatcher);
 
-        let admin_token_sha256 = admin_token_hash(&config, &store, &commit).await?;
         let registry = Registry::new(
             directory.clone(),
             commit.clone(),
             accounts.clone(),
             config.actors.org_idle_timeout(),
         );
+        judging.run(EndpointHealth::new(
+            commit.clone(),
+            registry.clone(),
+            metrics.clone(),
+            hooks.failing_limit(),
+        ));
         let role_expiry = RoleExpiry::new(
             commit.clone(),
             registry.clone(),
@@ -245,8 +309,6 @@ impl Application {
         ));
         let document = web::Data::new(document);
 
-        let listener = TcpListener::bind(&config.server.listen)?;
-        let address = listener.local_addr()?;
         let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(context.clone())
@@ -266,13 +328,8 @@ impl Application {
             server = server.workers(config.server.workers);
         }
         let server = server.disable_signals();
-        let server = match &certificate {
-            Some(certificate) => {
-                let tls = certificate
-                    .server_config()
-                    .map_err(StartupError::ServerTlsConfig)?;
-                server.listen_rustls_0_23(listener, tls)?
-            }
+        let server = match tls {
+            Some(tls) => server.listen_rustls_0_23(listener, tls)?,
             None => server.listen(listener)?,
         };
         // The contract's first line after binding; actix logs its own only from `run`.
@@ -358,7 +415,9 @@ const WAITING_FOR_STORE_EVERY: Duration = Duration::from_secs(30);
 /// Opens the store. While the disk is too full even to open it (sled
 /// writes as it opens), or PostgreSQL cannot be reached, start-up waits and
 /// says so, then carries on by itself: the same promise as a running
-/// server's, which recovers without a restart. SIGTERM ends the wait.
+/// server's, which recovers without a restart. It gives up after
+/// `storage.startup_wait_secs`, so that a supervisor sees the failure.
+/// SIGTERM ends the wait.
 async fn open_when_available(
     config: &Config,
     key: Option<SealingKey>,
@@ -366,6 +425,8 @@ async fn open_when_available(
     let storage = &config.storage;
     let mut said: Option<Instant> = None;
     let mut waited_for = None;
+    let started = Instant::now();
+    let longest = Duration::from_secs(storage.startup_wait_secs);
     loop {
         match Store::open(storage, key.clone()).await {
             Ok(store) => {
@@ -377,6 +438,14 @@ async fn open_when_available(
                     None => {}
                 }
                 return Ok(store);
+            }
+            Err(err)
+                if err.is_transient() && !longest.is_zero() && started.elapsed() >= longest =>
+            {
+                return Err(StartupError::StoreNotAvailable {
+                    waited_secs: storage.startup_wait_secs,
+                    source: err,
+                });
             }
             Err(err) if err.is_transient() => {
                 waited_for = Some(if err.is_out_of_space() {
@@ -424,6 +493,7 @@ fn start_delivery_actors(
     client: &ClientSettings,
     commit: &Arc<CommitPath>,
     dispatcher: &Addr<Dispatcher>,
+    health: &Recipient<Attempted>,
 ) -> (Vec<Recipient<Deliver>>, Vec<Arbiter>) {
     let threads = match config.webhooks.delivery_workers {
         0 => std::thread::available_parallelism()
@@ -436,12 +506,13 @@ fn start_delivery_actors(
     for _ in 0..threads {
         let arbiter = Arbiter::new();
         let (settings, commit) = (client.clone(), commit.clone());
-        let (finished, not_made) = (
+        let (finished, not_made, health) = (
             dispatcher.clone().recipient(),
             dispatcher.clone().recipient(),
+            health.clone(),
         );
         let actor = DeliveryActor::start_in_arbiter(&arbiter.handle(), move |_| {
-            DeliveryActor::new(settings, commit, finished, not_made)
+            DeliveryActor::new(settings, commit, finished, not_made, health)
         });
         deliverers.push(actor.recipient());
         arbiters.push(arbiter);

@@ -17,6 +17,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use actix_web::web::Bytes;
 
+use crate::actors::endpoint_health::Attempted;
 use crate::actors::messages::{AttemptFinished, AttemptNotMade, Deliver};
 use crate::actors::send_permits::{Gate, LeaseLapsed};
 use crate::commit::CommitPath;
@@ -37,6 +38,8 @@ pub struct DeliveryActor {
     finished: Recipient<AttemptFinished>,
     /// Where attempts not made go back.
     not_made: Recipient<AttemptNotMade>,
+    /// What each attempt says of its endpoint goes there.
+    health: Recipient<Attempted>,
 }
 
 /// An attempt that waited longer than this for its permits reads its
@@ -46,12 +49,14 @@ const READ_AGAIN_AFTER: Duration = Duration::from_millis(50);
 
 impl DeliveryActor {
     /// A delivery actor reading endpoints through `commit`, reporting
-    /// outcomes to `finished` and attempts not made to `not_made`.
+    /// outcomes to `finished`, attempts not made to `not_made`, and what
+    /// attempts say of their endpoints to `health`.
     pub fn new(
         settings: ClientSettings,
         commit: Arc<CommitPath>,
         finished: Recipient<AttemptFinished>,
         not_made: Recipient<AttemptNotMade>,
+        health: Recipient<Attempted>,
     ) -> Self {
         DeliveryActor {
             client: None,
@@ -59,6 +64,7 @@ impl DeliveryActor {
             commit,
             finished,
             not_made,
+            health,
         }
     }
 }
@@ -89,14 +95,22 @@ pub async fn endpoint_now(
     endpoint_of(job, state)
 }
 
-/// `job`'s endpoint in `state`, or the outcome of a removed one.
+/// `job`'s endpoint in `state`, or the outcome of a removed or disabled one.
 fn endpoint_of(
     job: &Job,
     state: Option<Arc<OrgState>>,
 ) -> Result<Arc<WebhookEndpoint>, AttemptOutcome> {
     match state.and_then(|org| org.webhook.clone()) {
-        Some(endpoint) if !job.orphaned_by(Some(&endpoint)) => Ok(endpoint),
-        _ => Err(AttemptOutcome::EndpointRemoved {
+        Some(endpoint) if job.orphaned_by(Some(&endpoint)) => {
+            Err(AttemptOutcome::EndpointRemoved {
+                at: Timestamp::now(),
+            })
+        }
+        Some(endpoint) if endpoint.disabled.is_some() => Err(AttemptOutcome::EndpointDisabled {
+            at: Timestamp::now(),
+        }),
+        Some(endpoint) => Ok(endpoint),
+        None => Err(AttemptOutcome::EndpointRemoved {
             at: Timestamp::now(),
         }),
     }
@@ -116,6 +130,7 @@ impl Handler<Deliver> for DeliveryActor {
                 .get_or_insert_with(|| build_client(&self.settings))
                 .clone(),
             settings: self.settings.clone(),
+            health: self.health.clone(),
         };
         let (finished, not_made) = (self.finished.clone(), self.not_made.clone());
         actix_web::rt::spawn(async move {
@@ -139,6 +154,7 @@ struct Run {
     commit: Arc<CommitPath>,
     client: awc::Client,
     settings: ClientSettings,
+    health: Recipient<Attempted>,
 }
 
 impl Run {
@@ -179,6 +195,10 @@ impl Run {
             attempt: job.attempts_made + 1,
             body: Bytes::from(job.body.clone()),
         };
-        attempt(&self.client, &self.settings, request).await
+        let outcome = attempt(&self.client, &self.settings, request).await;
+        if let Some(seen) = Attempted::at(&endpoint, &outcome) {
+            self.health.do_send(seen);
+        }
+        outcome
     }
 }

@@ -11,7 +11,7 @@ use crate::actors::messages::{DropOrg, Enqueue, Touched};
 use crate::admissions::{Admissions, Taken};
 use crate::commit::Deliveries;
 use crate::domain::change::Write;
-use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::delivery::{Job, LogRecord, Stopped};
 use crate::ids::OrgId;
 use crate::metrics::Metrics;
 use crate::storage::postgres::Wakeup;
@@ -50,8 +50,8 @@ impl Deliveries for Handoff {
         self.enqueue.do_send(Enqueue(jobs));
     }
 
-    fn endpoint_removed(&self, org: OrgId) {
-        self.drop_org.do_send(DropOrg(org));
+    fn endpoint_stopped(&self, org: OrgId, why: Stopped) {
+        self.drop_org.do_send(DropOrg(org, why));
     }
 
     fn logged(&self, records: &[&LogRecord]) {

@@ -6,12 +6,14 @@ use crate::actors::send_permits::Gate;
 use crate::domain::access::{Caller, IfMatch, Needs};
 use crate::domain::audit::RequestIdText;
 use crate::domain::change::Write;
+use crate::domain::commands::webhooks::Health;
 use crate::domain::commands::Reply;
-use crate::domain::delivery::{AttemptOutcome, Job, LogRecord};
+use crate::domain::delivery::{AttemptOutcome, Job, LogRecord, Stopped};
 use crate::domain::error::ApiError;
 use crate::domain::input::Input;
 use crate::domain::webhook::PassedTest;
 use crate::ids::{OrgId, RoleId, UserId};
+use crate::time::Timestamp;
 
 /// A mutation of one organization.
 #[derive(Clone, Debug)]
@@ -38,6 +40,8 @@ pub enum OrgCommand {
     DeleteWebhook,
     /// Record the fall-back of a member's expired role assignment.
     ExpireRole(UserId),
+    /// Record what delivery learned of the endpoint saved at this time.
+    EndpointHealth(Timestamp, Health),
 }
 
 /// Asks an organization actor to run a command; answers once the change is
@@ -55,6 +59,22 @@ pub struct Mutate {
     pub command: OrgCommand,
 }
 
+impl Mutate {
+    /// A command of the service itself (no caller, no key needed): a role
+    /// assignment's expiry, an endpoint's health. Audited with no actor.
+    pub fn system(command: OrgCommand) -> Self {
+        Mutate {
+            caller: Caller::Admin,
+            request_id: RequestIdText::generate(),
+            needs: Needs {
+                keys: &[],
+                or_self: false,
+            },
+            command,
+        }
+    }
+}
+
 /// Durable jobs to schedule (new events, redeliveries, or recovered at start).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
@@ -70,10 +90,11 @@ pub struct AttemptFinished {
     pub outcome: AttemptOutcome,
 }
 
-/// The endpoint of an organization was removed: drop its queued attempts.
+/// The endpoint of an organization was removed or disabled: drop its
+/// queued attempts.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct DropOrg(pub OrgId);
+pub struct DropOrg(pub OrgId, pub Stopped);
 
 /// Stop starting attempts; answers once none is in flight.
 #[derive(Debug, Message)]

@@ -9,6 +9,7 @@
 pub mod backlog;
 pub mod delivery;
 pub mod dispatcher;
+pub mod endpoint_health;
 pub mod fair_queue;
 pub mod handoff;
 pub mod leases;

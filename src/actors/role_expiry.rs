@@ -18,8 +18,6 @@ use actix::prelude::*;
 use crate::actors::messages::{Mutate, OrgCommand};
 use crate::actors::registry::Registry;
 use crate::commit::CommitPath;
-use crate::domain::access::{Caller, Needs};
-use crate::domain::audit::RequestIdText;
 use crate::time::Timestamp;
 
 /// The sweeper.
@@ -71,15 +69,7 @@ async fn record_due(commit: &CommitPath, registry: &Registry) {
             tracing::warn!(error = %err, %org, "role expiry: the organization could not be read");
             continue;
         }
-        let msg = Mutate {
-            caller: Caller::Admin,
-            request_id: RequestIdText::generate(),
-            needs: Needs {
-                keys: &[],
-                or_self: false,
-            },
-            command: OrgCommand::ExpireRole(user),
-        };
+        let msg = Mutate::system(OrgCommand::ExpireRole(user));
         if let Err(err) = registry.mutate(org, msg).await {
             tracing::warn!(error = %err, %org, %user, "role expiry: the fall-back was not recorded; the next sweep tries again");
         }

@@ -39,11 +39,15 @@ pub enum AuditAction {
     WebhookDeleted,
     #[serde(rename = "webhook.recovered")]
     WebhookRecovered,
+    #[serde(rename = "webhook.disabled")]
+    WebhookDisabled,
+    #[serde(rename = "webhook.enabled")]
+    WebhookEnabled,
 }
 
 impl AuditAction {
     /// Every action, in the order of the list above.
-    pub const ALL: [AuditAction; 14] = [
+    pub const ALL: [AuditAction; 16] = [
         AuditAction::OrganizationCreated,
         AuditAction::OrganizationRenamed,
         AuditAction::OrganizationPlanChanged,
@@ -58,6 +62,8 @@ impl AuditAction {
         AuditAction::WebhookRotated,
         AuditAction::WebhookDeleted,
         AuditAction::WebhookRecovered,
+        AuditAction::WebhookDisabled,
+        AuditAction::WebhookEnabled,
     ];
 
     /// The action named `name`, if there is one.
@@ -82,6 +88,8 @@ impl AuditAction {
             AuditAction::MemberRoleExpired => "member.role_expired",
             AuditAction::WebhookSaved => "webhook.saved",
             AuditAction::WebhookRotated => "webhook.rotated",
+            AuditAction::WebhookDisabled => "webhook.disabled",
+            AuditAction::WebhookEnabled => "webhook.enabled",
             AuditAction::WebhookDeleted => "webhook.deleted",
             AuditAction::WebhookRecovered => "webhook.recovered",
         }

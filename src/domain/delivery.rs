@@ -64,6 +64,30 @@ pub enum AttemptOutcome {
         /// When this was found.
         at: Timestamp,
     },
+    /// The endpoint is disabled (CONTRACT §10): no request was made.
+    EndpointDisabled {
+        /// When this was found.
+        at: Timestamp,
+    },
+}
+
+/// Why an organization's queued deliveries stop at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Its endpoint was removed.
+    Removed,
+    /// Its endpoint was disabled.
+    Disabled,
+}
+
+impl Stopped {
+    /// The outcome recorded for each delivery dropped so, at `at`.
+    pub fn outcome(self, at: Timestamp) -> AttemptOutcome {
+        match self {
+            Stopped::Removed => AttemptOutcome::EndpointRemoved { at },
+            Stopped::Disabled => AttemptOutcome::EndpointDisabled { at },
+        }
+    }
 }
 
 impl AttemptOutcome {
@@ -93,7 +117,7 @@ impl AttemptOutcome {
         match self {
             AttemptOutcome::Answered(answer) => answer.latency_ms,
             AttemptOutcome::Unanswered { latency_ms, .. } => *latency_ms,
-            AttemptOutcome::EndpointRemoved { .. } => 0,
+            AttemptOutcome::EndpointRemoved { .. } | AttemptOutcome::EndpointDisabled { .. } => 0,
         }
     }
 
@@ -102,7 +126,7 @@ impl AttemptOutcome {
         match self {
             AttemptOutcome::Answered(answer) => answer.started_at,
             AttemptOutcome::Unanswered { started_at, .. } => *started_at,
-            AttemptOutcome::EndpointRemoved { at } => *at,
+            AttemptOutcome::EndpointRemoved { at } | AttemptOutcome::EndpointDisabled { at } => *at,
         }
     }
 
@@ -115,6 +139,9 @@ impl AttemptOutcome {
             }
             AttemptOutcome::Unanswered { error, .. } => Some(error.clone()),
             AttemptOutcome::EndpointRemoved { .. } => Some("endpoint removed".to_owned()),
+            AttemptOutcome::EndpointDisabled { .. } => {
+                Some(crate::domain::webhook::ENDPOINT_DISABLED.to_owned())
+            }
         }
     }
 }
@@ -132,7 +159,8 @@ pub enum NextStep {
 }
 
 /// Seed §8: a failed attempt is retried once, `retry_delay` after it
-/// ended; a success, a last attempt or a removed endpoint end the delivery.
+/// ended; a success, a last attempt or a removed or disabled endpoint end
+/// the delivery.
 /// `attempt` is the number of the attempt that just ended (1-based).
 pub fn next_step(
     attempt: u8,
@@ -140,8 +168,11 @@ pub fn next_step(
     ended_at: Timestamp,
     retry_delay: std::time::Duration,
 ) -> NextStep {
-    let retriable =
-        !outcome.succeeded() && !matches!(outcome, AttemptOutcome::EndpointRemoved { .. });
+    let retriable = !outcome.succeeded()
+        && !matches!(
+            outcome,
+            AttemptOutcome::EndpointRemoved { .. } | AttemptOutcome::EndpointDisabled { .. }
+        );
     if retriable && attempt < MAX_ATTEMPTS {
         let delay = i64::try_from(retry_delay.as_millis()).unwrap_or(i64::MAX);
         NextStep::RetryAt(Timestamp(ended_at.millis().saturating_add(delay)))
@@ -267,8 +298,14 @@ pub struct LogRecord {
 }
 
 impl LogRecord {
-    /// The record of an unsubscribed event.
-    pub fn skipped(organization_id: OrgId, event: EventKind, envelope: Vec<u8>) -> LogRecord {
+    /// The record of an event not sent: unsubscribed (`why` is `None`), or
+    /// `why` (the endpoint is disabled).
+    pub fn skipped(
+        organization_id: OrgId,
+        event: EventKind,
+        envelope: Vec<u8>,
+        why: Option<&str>,
+    ) -> LogRecord {
         LogRecord {
             id: LogId::generate(),
             organization_id,
@@ -279,7 +316,7 @@ impl LogRecord {
             response_code: None,
             response_body: None,
             latency_ms: None,
-            error: None,
+            error: why.map(str::to_owned),
             attempted_at: Timestamp::now(),
             envelope,
         }
@@ -311,6 +348,19 @@ impl LogRecord {
             error: outcome.error(),
             attempted_at: outcome.started_at(),
             envelope,
+        }
+    }
+
+    /// Whether this record is of an event not delivered that recovery
+    /// sends again: a failed attempt, or an event skipped because the
+    /// endpoint was disabled (not one skipped for not being subscribed).
+    pub fn not_sent(&self) -> bool {
+        match self.outcome {
+            Outcome::Failed => true,
+            Outcome::Skipped => {
+                self.error.as_deref() == Some(crate::domain::webhook::ENDPOINT_DISABLED)
+            }
+            Outcome::Succeeded => false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The webhook outbox: how a change's events become writes of the change's
 //! own transaction. A subscribed event becomes a delivery job, an
-//! unsubscribed one a `skipped` log record, and with no endpoint configured
+//! unsubscribed one a `skipped` log record (as is every event while the
+//! endpoint is disabled, with the error `endpoint disabled`), and with no endpoint configured
 //! nothing is recorded (CONTRACT §6). So no event exists for a change that
 //! did not happen, and none is lost for one that did.
 
@@ -9,6 +10,7 @@ use crate::domain::delivery::{envelope, Job, LogRecord};
 use crate::domain::error::ApiError;
 use crate::domain::event::Event;
 use crate::domain::org_state::OrgState;
+use crate::domain::webhook::ENDPOINT_DISABLED;
 
 /// The writes that record `events` for the organization in `state` (its
 /// endpoint and subscription as of the change).
@@ -20,10 +22,17 @@ pub fn stage(state: &OrgState, events: &[Event]) -> Result<Vec<Write>, ApiError>
         .iter()
         .map(|event| {
             let body = envelope(event)?;
-            Ok(if endpoint.events.contains(event.kind) {
+            Ok(if endpoint.disabled.is_some() {
+                Write::Log(LogRecord::skipped(
+                    state.id(),
+                    event.kind,
+                    body,
+                    Some(ENDPOINT_DISABLED),
+                ))
+            } else if endpoint.events.contains(event.kind) {
                 Write::PutJob(Job::new(state.id(), event.kind, body))
             } else {
-                Write::Log(LogRecord::skipped(state.id(), event.kind, body))
+                Write::Log(LogRecord::skipped(state.id(), event.kind, body, None))
             })
         })
         .collect()

@@ -104,7 +104,57 @@ pub struct WebhookEndpoint {
     pub created_at: Timestamp,
     /// When last saved or rotated.
     pub updated_at: Timestamp,
+    /// Set when deliveries stopped: the endpoint said it is gone, or kept
+    /// failing (CONTRACT §10); cleared by the next save.
+    pub disabled: Option<Disabled>,
+    /// When the run of failed attempts under way began: the first failure
+    /// since the last success or save.
+    pub failing_since: Option<Timestamp>,
 }
+
+/// Why and when an endpoint was disabled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Disabled {
+    /// When.
+    pub at: Timestamp,
+    /// Why.
+    pub reason: DisabledReason,
+}
+
+/// Why an endpoint was disabled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DisabledReason {
+    /// It answered 410 Gone to an attempt.
+    Gone,
+    /// Every attempt failed for `webhooks.disable_after_failing_ms`, with
+    /// at least `webhooks.disable_after_failures` of them.
+    Failing,
+}
+
+impl DisabledReason {
+    /// Its name, as the API and the metrics say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisabledReason::Gone => "gone",
+            DisabledReason::Failing => "failing",
+        }
+    }
+}
+
+/// Whether deliveries go to the endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EndpointStatus {
+    /// Attempts are made.
+    Enabled,
+    /// Nothing is sent; new events are logged skipped (`endpoint disabled`).
+    Disabled,
+}
+
+/// The error of log records of deliveries not made because the endpoint
+/// was disabled (skipped events, and dropped attempts).
+pub const ENDPOINT_DISABLED: &str = "endpoint disabled";
 
 impl WebhookEndpoint {
     /// The REST representation: the secret is reduced to its last four characters.
@@ -115,6 +165,13 @@ impl WebhookEndpoint {
             created_at: self.created_at,
             updated_at: self.updated_at,
             secret_last4: last4(&self.secret),
+            status: if self.disabled.is_some() {
+                EndpointStatus::Disabled
+            } else {
+                EndpointStatus::Enabled
+            },
+            disabled_at: self.disabled.map(|d| d.at),
+            disabled_reason: self.disabled.map(|d| d.reason),
         }
     }
 }
@@ -132,6 +189,14 @@ pub struct WebhookView {
     pub updated_at: Timestamp,
     /// The last four characters of the signing secret.
     pub secret_last4: String,
+    /// `disabled` once the endpoint answered 410 Gone to an attempt, or
+    /// kept failing; a passing test then a save enable it again.
+    pub status: EndpointStatus,
+    /// When it was disabled; null while enabled.
+    pub disabled_at: Option<Timestamp>,
+    /// Why it was disabled (`gone`: it answered 410; `failing`: every
+    /// attempt failed for `webhooks.disable_after_failing_ms`); null while enabled.
+    pub disabled_reason: Option<DisabledReason>,
 }
 
 /// The last four characters of a secret, safe to show.

@@ -110,6 +110,9 @@ pub enum StoreError {
     /// The storage settings cannot be used.
     #[error("{0}")]
     Config(String),
+    /// Another process has the data directory's database open.
+    #[error("the data directory {} is in use by another process (another `rolecall serve`?)", .0.display())]
+    InUse(std::path::PathBuf),
     /// The database's schema is not one this build can use.
     #[error("{0}")]
     Schema(String),

@@ -158,9 +158,10 @@ async fn leave_out_queued(
 }
 
 /// Of `records` (one organization's, since the window began), the last
-/// failed attempt of each event that failed in `window` and has not
-/// succeeded since; oldest first. Skipped records and webhook tests are
-/// never recovered.
+/// failed attempt (or skip while the endpoint was disabled) of each event
+/// that failed in `window` and has not succeeded since; oldest first.
+/// Events skipped for not being subscribed, and webhook tests, are never
+/// recovered.
 pub fn select(records: &[LogRecord], window: Window) -> Vec<&LogRecord> {
     #[derive(Default)]
     struct Event<'a> {
@@ -177,7 +178,11 @@ pub fn select(records: &[LogRecord], window: Window) -> Vec<&LogRecord> {
             Outcome::Succeeded => {
                 event.succeeded_at = event.succeeded_at.max(Some(record.attempted_at));
             }
-            Outcome::Failed if window.holds(record.attempted_at) => {
+            // An event skipped because the endpoint was disabled is one
+            // that was never sent: it is recovered like a failure.
+            Outcome::Failed | Outcome::Skipped
+                if window.holds(record.attempted_at) && record.not_sent() =>
+            {
                 if event
                     .failed
                     .is_none_or(|last| last.attempted_at < record.attempted_at)

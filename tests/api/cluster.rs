@@ -149,8 +149,8 @@ async fn three_nodes(databases: &crate::engines::Databases, start: Start) {
     });
     assert_eq!(
         (versions, hashes),
-        (7, 1),
-        "one row per schema version (7), one admin token"
+        (8, 1),
+        "one row per schema version (8), one admin token"
     );
 }
 
@@ -1189,4 +1189,92 @@ async fn a_create_sent_again_to_the_other_node_is_replayed_there() {
     create(&b, &org, &owner, "once")
         .await
         .problem(401, "UNAUTHENTICATED");
+}
+
+/// Issue 32: an endpoint disabled by the node that got the 410 is disabled
+/// on the other at once: its GET says so, and its events are skipped, as
+/// is the retry of the delivery that got the 410 (whichever node holds
+/// the organization's deliveries); nothing more reaches the subscriber.
+#[actix_web::test]
+async fn an_endpoint_disabled_on_one_node_is_disabled_for_the_others_next_attempt() {
+    use crate::receiver::Behavior;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::endpoint_disabled") else {
+        return;
+    };
+    let (Pair { a, b, url, .. }, org, owner, receiver, _) =
+        hooked_pair(&databases, &[("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "300")]).await;
+    receiver.script(vec![Behavior::status(410)]);
+    b.post(&format!("{org}/tasks"), &owner, json!({"title": "gone"}))
+        .await
+        .expect(201);
+    // The Test's preflight, then the attempt that gets the 410.
+    receiver.wait_for(2, Duration::from_secs(10)).await;
+    for node in [&a, &b] {
+        let view = eventually(Duration::from_secs(10), "the endpoint disabled", || async {
+            let view = node
+                .get(&format!("{org}/webhook"), &owner)
+                .await
+                .expect(200)
+                .json();
+            (view["status"] == json!("disabled")).then_some(view)
+        })
+        .await;
+        assert_eq!(view["disabled_reason"], json!("gone"));
+    }
+    for (node, title) in [(&a, "after on a"), (&b, "after on b")] {
+        node.post(&format!("{org}/tasks"), &owner, json!({"title": title}))
+            .await
+            .expect(201);
+    }
+    // The retry of the 410'd delivery, and both new events, are recorded
+    // as not sent.
+    let log = eventually(
+        Duration::from_secs(10),
+        "three records not sent",
+        || async {
+            let page = a
+                .get(&format!("{org}/webhook/deliveries?limit=50"), &owner)
+                .await
+                .expect(200)
+                .json();
+            let items = page["items"].as_array().cloned().unwrap_or_default();
+            let not_sent = items
+                .iter()
+                .filter(|r| r["error"] == json!("endpoint disabled"))
+                .count();
+            (not_sent == 3).then_some(items)
+        },
+    )
+    .await;
+    let skipped: Vec<_> = log
+        .iter()
+        .filter(|r| r["outcome"] == json!("skipped"))
+        .collect();
+    assert_eq!(skipped.len(), 2, "{log:?}");
+    assert!(skipped
+        .iter()
+        .all(|r| r["error"] == json!("endpoint disabled")));
+    let dropped: Vec<_> = log
+        .iter()
+        .filter(|r| r["outcome"] == json!("failed") && r["attempt"] == json!(2))
+        .collect();
+    assert_eq!(dropped.len(), 1, "the retry is dropped: {log:?}");
+    assert_eq!(dropped[0]["response_code"], json!(null));
+    let events: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.json()["event"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        events,
+        ["test.preflight", "task.created"],
+        "only the preflight and the attempt that got 410"
+    );
+    let disabled = scalar::<Option<String>>(
+        &url,
+        "SELECT disabled_reason FROM webhooks WHERE organization_id = $1",
+        org.trim_start_matches("/organizations/"),
+    );
+    assert_eq!(disabled.as_deref(), Some("gone"));
 }

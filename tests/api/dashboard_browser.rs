@@ -703,7 +703,7 @@ async fn audit_log(session: &Session) {
     session
         .wait_for("#filter-action option[value=\"webhook.recovered\"]")
         .await;
-    assert_eq!(session.find_all("#filter-action option").await.len(), 15);
+    assert_eq!(session.find_all("#filter-action option").await.len(), 17);
     // Two recoveries, newest first: the one that found nothing, then carol's.
     let recovered = session
         .execute(

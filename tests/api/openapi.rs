@@ -412,6 +412,8 @@ async fn openapi_publishes_every_audit_action() {
             "webhook.rotated",
             "webhook.deleted",
             "webhook.recovered",
+            "webhook.disabled",
+            "webhook.enabled",
         ])
     );
     assert_eq!(

@@ -44,25 +44,25 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
     assert!(first.status.success(), "{first:?}");
     assert_eq!(
         String::from_utf8_lossy(&first.stdout).trim(),
-        "migrated the schema from version 0 to 7"
+        "migrated the schema from version 0 to 8"
     );
     let again = migrate(&url);
     assert!(again.status.success(), "{again:?}");
     assert_eq!(
         String::from_utf8_lossy(&again.stdout).trim(),
-        "the schema is at version 7: nothing to do"
+        "the schema is at version 8: nothing to do"
     );
 
     // A later release migrated it: this one refuses, naming both versions.
     admin(
         &url,
-        "INSERT INTO rolecall_schema (version, description) VALUES (8, 'from the future')".into(),
+        "INSERT INTO rolecall_schema (version, description) VALUES (9, 'from the future')".into(),
     );
     let refused = migrate(&url);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("schema is at version 8") && stderr.contains("versions up to 7"),
+        stderr.contains("schema is at version 9") && stderr.contains("versions up to 8"),
         "{stderr}"
     );
     let serve = refused_start(
@@ -73,7 +73,7 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
         ],
     );
     assert!(
-        serve.contains("schema is at version 8") && serve.contains("versions up to 7"),
+        serve.contains("schema is at version 9") && serve.contains("versions up to 8"),
         "{serve}"
     );
 }

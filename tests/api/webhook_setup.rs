@@ -132,8 +132,22 @@ async fn a_passed_test_reveals_the_secret_and_put_saves_it() {
     let view = got.json();
     assert_eq!(
         keys(&view),
-        set(&["url", "events", "created_at", "updated_at", "secret_last4"]),
+        set(&[
+            "url",
+            "events",
+            "created_at",
+            "updated_at",
+            "secret_last4",
+            "status",
+            "disabled_at",
+            "disabled_reason"
+        ]),
         "{view}"
+    );
+    assert_eq!(view["status"], json!("enabled"));
+    assert_eq!(
+        (&view["disabled_at"], &view["disabled_reason"]),
+        (&json!(null), &json!(null))
     );
     assert_eq!(view["url"], json!(receiver.url));
     let subscribed: BTreeSet<String> = view["events"]

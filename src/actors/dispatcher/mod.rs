@@ -465,12 +465,13 @@ impl Handler<DropOrg> for Dispatcher {
     type Result = ();
 
     /// Due jobs are dropped at once; jobs waiting for their retry, and
-    /// attempts in flight, find the endpoint gone when they next start.
-    fn handle(&mut self, DropOrg(org): DropOrg, ctx: &mut Self::Context) {
+    /// attempts in flight, find the endpoint gone or disabled when they
+    /// next start.
+    fn handle(&mut self, DropOrg(org, why): DropOrg, ctx: &mut Self::Context) {
         let at = Timestamp::now();
         for job in self.queue.drop_org(org) {
             let id = job.delivery_id;
-            self.record(job, AttemptOutcome::EndpointRemoved { at });
+            self.record(job, why.outcome(at));
             self.backlog.released(org, id);
         }
         // What waits in the outbox is read in turn and found orphaned.

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{Cli, Command};
 use rolecall::config::Config;
-use rolecall::startup::Application;
+use rolecall::startup::{Application, EXIT_CONFIG};
 use rolecall::storage::PgStore;
 
 fn main() -> ExitCode {
@@ -62,7 +62,7 @@ fn migrate(config_path: Option<&std::path::Path>) -> ExitCode {
         Ok(settings) => settings,
         Err(err) => {
             eprintln!("rolecall migrate: {err}");
-            return ExitCode::from(2);
+            return ExitCode::from(EXIT_CONFIG);
         }
     };
     let outcome = actix_web::rt::System::new().block_on(PgStore::migrate(&settings));
@@ -91,10 +91,7 @@ fn migrate(config_path: Option<&std::path::Path>) -> ExitCode {
 fn serve(config_path: Option<&std::path::Path>) -> ExitCode {
     let config = match Config::load(config_path, std::env::vars()) {
         Ok(config) => config,
-        Err(err) => {
-            eprintln!("rolecall: {err}");
-            return ExitCode::from(2);
-        }
+        Err(err) => return failed(&err, EXIT_CONFIG),
     };
     rolecall::telemetry::init(&config.log);
     let outcome = actix_web::rt::System::new().block_on(async move {
@@ -103,10 +100,19 @@ fn serve(config_path: Option<&std::path::Path>) -> ExitCode {
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!(error = %err, "rolecall stopped with an error");
-            eprintln!("rolecall: {err}");
-            ExitCode::FAILURE
-        }
+        Err(err) => failed(&err, err.exit_code()),
     }
+}
+
+/// Says why `rolecall serve` stopped, on one line of standard error (no
+/// backtrace, no second copy in the log), and gives its exit code.
+fn failed(err: &dyn std::fmt::Display, code: u8) -> ExitCode {
+    let said = err.to_string();
+    let one_line: Vec<&str> = said
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    eprintln!("rolecall: {}", one_line.join("; "));
+    ExitCode::from(code)
 }

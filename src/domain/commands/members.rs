@@ -181,13 +181,13 @@ pub fn add_member(
     let data = representation(&view)?;
     Ok(Change {
         edits: vec![Edit::PutMember(member)],
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::MemberAdded,
             target_type: "member",
             target_id: user.id.to_string(),
             before: None,
             after: Some(data.clone()),
-        }),
+        }],
         events: vec![member_event(EventKind::MemberAdded, &data, now)],
         reply: Reply::Member(view),
     })
@@ -258,13 +258,13 @@ pub fn change_member_role(
     };
     Ok(Change {
         edits: vec![Edit::PutMember(updated)],
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::MemberRoleChanged,
             target_type: "member",
             target_id: target.to_string(),
             before: Some(representation(&member.view(role_name(state, member)))?),
             after: Some(data.clone()),
-        }),
+        }],
         events,
         reply: Reply::Member(view),
     })
@@ -302,13 +302,13 @@ pub fn expire_role(state: &OrgState, user: UserId, now: Timestamp) -> Result<Cha
     let data = representation(&view)?;
     Ok(Change {
         edits: vec![Edit::PutMember(fallen.clone())],
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::MemberRoleExpired,
             target_type: "member",
             target_id: user.to_string(),
             before: Some(representation(&stored.view(role_name(state, stored)))?),
             after: Some(data.clone()),
-        }),
+        }],
         events: vec![member_event(
             EventKind::MemberRoleChanged,
             &data,
@@ -336,13 +336,13 @@ pub fn remove_member(
     let data = representation(&state.member_view(member))?;
     Ok(Change {
         edits: vec![Edit::DeleteMember(state.id(), target)],
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::MemberRemoved,
             target_type: "member",
             target_id: target.to_string(),
             before: Some(data.clone()),
             after: None,
-        }),
+        }],
         events: vec![member_event(
             EventKind::MemberRemoved,
             &data,

@@ -45,8 +45,8 @@ pub enum Reply {
 pub struct Change {
     /// State changes, applied to storage and memory alike.
     pub edits: Vec<Edit>,
-    /// The audit record to append, when something changed.
-    pub audit: Option<AuditDraft>,
+    /// The audit records to append, when something changed.
+    pub audits: Vec<AuditDraft>,
     /// Events for the outbox.
     pub events: Vec<Event>,
     /// The answer.
@@ -58,7 +58,7 @@ impl Change {
     pub fn none(reply: Reply) -> Self {
         Change {
             edits: Vec::new(),
-            audit: None,
+            audits: Vec::new(),
             events: Vec::new(),
             reply,
         }
@@ -74,9 +74,9 @@ impl Change {
         request: &RequestIdText,
     ) -> Result<(Vec<Write>, Reply), ApiError> {
         let mut writes: Vec<Write> = self.edits.into_iter().map(Write::Edit).collect();
-        if let Some(draft) = self.audit {
-            let record =
-                AuditRecord::from_draft(draft, next.id(), actor, request, Timestamp::now());
+        let now = Timestamp::now();
+        for draft in self.audits {
+            let record = AuditRecord::from_draft(draft, next.id(), actor, request, now);
             writes.push(Write::Audit(record));
         }
         writes.extend(outbox::stage(next, &self.events)?);

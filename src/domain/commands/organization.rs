@@ -84,13 +84,13 @@ pub fn create_organization(
             Edit::PutMember(membership),
             Edit::PutOrg(org.clone()),
         ],
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::OrganizationCreated,
             target_type: "organization",
             target_id: org.id.to_string(),
             before: None,
             after: Some(representation(&org)?),
-        }),
+        }],
         events: Vec::new(),
         reply: Reply::Organization(org),
     };
@@ -130,13 +130,13 @@ pub fn update_organization(
         AuditAction::OrganizationRenamed
     };
     Ok(Change {
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action,
             target_type: "organization",
             target_id: org.id.to_string(),
             before: Some(representation(&state.org)?),
             after: Some(representation(&org)?),
-        }),
+        }],
         events: Vec::new(),
         reply: Reply::Organization(org.clone()),
         edits: vec![Edit::PutOrg(org)],

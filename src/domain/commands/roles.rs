@@ -155,13 +155,13 @@ pub fn create_role(
         updated_at: now,
     };
     Ok(Change {
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::RoleCreated,
             target_type: "role",
             target_id: role.id.to_string(),
             before: None,
             after: Some(representation(&role.view(0))?),
-        }),
+        }],
         events: Vec::new(),
         reply: Reply::Role(role.view(0), role.etag()),
         edits: vec![Edit::PutRole(role)],
@@ -223,13 +223,13 @@ pub fn update_role(
     updated.revision += 1;
     updated.updated_at = Timestamp::now();
     Ok(Change {
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::RoleUpdated,
             target_type: "role",
             target_id: role.id.to_string(),
             before: Some(representation(&state.role_view(role))?),
             after: Some(representation(&state.role_view(&updated))?),
-        }),
+        }],
         events: Vec::new(),
         reply: role_reply(state, &updated),
         edits: vec![Edit::PutRole(updated)],
@@ -261,13 +261,13 @@ pub fn delete_role(
     }
     Ok(Change {
         edits: vec![Edit::DeleteRole(state.id(), role.id)],
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::RoleDeleted,
             target_type: "role",
             target_id: role.id.to_string(),
             before: Some(representation(&state.role_view(role))?),
             after: None,
-        }),
+        }],
         events: Vec::new(),
         reply: Reply::Deleted,
     })
@@ -482,6 +482,8 @@ mod tests {
             None,
             &body(r#"{"name":"Member"}"#),
         );
-        assert!(matches!(change, Ok(Change { ref edits, audit: None, .. }) if edits.is_empty()));
+        assert!(
+            matches!(change, Ok(Change { ref edits, ref audits, .. }) if edits.is_empty() && audits.is_empty())
+        );
     }
 }

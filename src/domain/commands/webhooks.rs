@@ -7,7 +7,7 @@ use crate::domain::commands::{Change, Reply};
 use crate::domain::error::ApiError;
 use crate::domain::org_state::{Edit, OrgState};
 use crate::domain::representation::representation;
-use crate::domain::webhook::{PassedTest, WebhookEndpoint};
+use crate::domain::webhook::{Disabled, PassedTest, WebhookEndpoint};
 use crate::secrets::Secret;
 use crate::time::Timestamp;
 
@@ -44,19 +44,32 @@ pub fn save_webhook(
         secret,
         created_at: state.webhook.as_ref().map(|w| w.created_at).unwrap_or(now),
         updated_at: now,
+        disabled: None,
+        failing_since: None,
     };
     let before = match &state.webhook {
         Some(current) => Some(representation(&current.view())?),
         None => None,
     };
-    Ok(Change {
-        audit: Some(AuditDraft {
-            action: AuditAction::WebhookSaved,
+    let mut audits = vec![AuditDraft {
+        action: AuditAction::WebhookSaved,
+        target_type: "webhook",
+        target_id: state.id().to_string(),
+        before: before.clone(),
+        after: Some(representation(&saved.view())?),
+    }];
+    // The passing test proved the subscriber is back.
+    if state.webhook.as_ref().is_some_and(|w| w.disabled.is_some()) {
+        audits.push(AuditDraft {
+            action: AuditAction::WebhookEnabled,
             target_type: "webhook",
             target_id: state.id().to_string(),
             before,
             after: Some(representation(&saved.view())?),
-        }),
+        });
+    }
+    Ok(Change {
+        audits,
         events: Vec::new(),
         reply: Reply::Webhook(saved.view()),
         edits: vec![Edit::PutWebhook(saved)],
@@ -79,13 +92,13 @@ pub fn rotate_webhook(
     rotated.secret = secret.clone();
     rotated.updated_at = Timestamp::now();
     Ok(Change {
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::WebhookRotated,
             target_type: "webhook",
             target_id: state.id().to_string(),
             before: Some(representation(&current.view())?),
             after: Some(representation(&rotated.view())?),
-        }),
+        }],
         events: Vec::new(),
         reply: Reply::Secret(secret),
         edits: vec![Edit::PutWebhook(rotated)],
@@ -98,15 +111,73 @@ pub fn delete_webhook(state: &OrgState, caller: Caller, needs: Needs) -> Result<
     let current = endpoint(state)?;
     needs.check(held, caller, None)?;
     Ok(Change {
-        audit: Some(AuditDraft {
+        audits: vec![AuditDraft {
             action: AuditAction::WebhookDeleted,
             target_type: "webhook",
             target_id: state.id().to_string(),
             before: Some(representation(&current.view())?),
             after: None,
-        }),
+        }],
         events: Vec::new(),
         reply: Reply::Deleted,
         edits: vec![Edit::DeleteWebhook(state.id())],
+    })
+}
+
+/// What delivery learned of an endpoint's health, for the endpoint saved
+/// at `endpoint_created_at` (a later one, saved anew, is not judged by it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Stop deliveries (410 Gone, or a failing run long enough).
+    Disable(Disabled),
+    /// A run of failures began at this time (`None`: it ended in a success).
+    FailingSince(Option<Timestamp>),
+}
+
+/// Records `health` of the endpoint saved at `endpoint_created_at`: a
+/// disable (audited as `webhook.disabled`, with no actor) or the start or
+/// end of a failing run. Nothing when the endpoint is gone, another one,
+/// already disabled, or already so.
+pub fn record_health(
+    state: &OrgState,
+    endpoint_created_at: Timestamp,
+    health: Health,
+) -> Result<Change, ApiError> {
+    let Some(current) = state
+        .webhook
+        .as_deref()
+        .filter(|w| w.created_at == endpoint_created_at && w.disabled.is_none())
+    else {
+        return Ok(Change::none(Reply::Deleted));
+    };
+    let mut next = current.clone();
+    let audits = match health {
+        // A run's start is written once: a later failure does not move it.
+        Health::FailingSince(since)
+            if since == current.failing_since
+                || (since.is_some() && current.failing_since.is_some()) =>
+        {
+            return Ok(Change::none(Reply::Deleted))
+        }
+        Health::FailingSince(since) => {
+            next.failing_since = since;
+            Vec::new()
+        }
+        Health::Disable(disabled) => {
+            next.disabled = Some(disabled);
+            vec![AuditDraft {
+                action: AuditAction::WebhookDisabled,
+                target_type: "webhook",
+                target_id: state.id().to_string(),
+                before: Some(representation(&current.view())?),
+                after: Some(representation(&next.view())?),
+            }]
+        }
+    };
+    Ok(Change {
+        audits,
+        events: Vec::new(),
+        reply: Reply::Webhook(next.view()),
+        edits: vec![Edit::PutWebhook(next)],
     })
 }

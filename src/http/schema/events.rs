@@ -281,6 +281,17 @@ pub fn webhooks() -> Value {
     // to the endpoint, signed like every other event.
     for kind in EventKind::ALL.iter() {
         let body = Value::Object(envelope(*kind, COMPONENTS));
+        let responses = if *kind == EventKind::TestPreflight {
+            json!({
+                "2XX": {"description": "The Test passes. Anything else, a timeout or no answer fails it."},
+                "410": {"description": "Gone: the Test fails; the endpoint's status does not change."}
+            })
+        } else {
+            json!({
+                "2XX": {"description": "Delivered. Anything else, a timeout or no answer is a failed attempt, retried once. An endpoint whose every attempt fails for `webhooks.disable_after_failing_ms`, with at least `webhooks.disable_after_failures` attempts, is disabled (`failing`)."},
+                "410": {"description": "Gone: the endpoint is disabled at once (`gone`): nothing more is sent to it, and new events are logged skipped (`endpoint disabled`), until a passing Test and a save."}
+            })
+        };
         webhooks.insert(
             kind.id().to_owned(),
             json!({"post": {
@@ -291,9 +302,7 @@ pub fn webhooks() -> Value {
                 "tags": ["webhook events"],
                 "parameters": parameters,
                 "requestBody": {"required": true, "content": {"application/json": {"schema": body}}},
-                "responses": {
-                    "2XX": {"description": "Delivered. Anything else, a timeout or no answer is a failed attempt, retried once."}
-                },
+                "responses": responses,
             }}),
         );
     }

@@ -165,13 +165,17 @@ rows!(Members = "INSERT INTO memberships (organization_id, user_id, email, role_
 rows!(MemberDeletes = "DELETE FROM memberships WHERE (organization_id, user_id) IN \
      (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, user: Uuid });
 
-rows!(Webhooks = "INSERT INTO webhooks (organization_id, url, events, secret, created_at, updated_at) \
-     SELECT o, u, CASE WHEN e = '' THEN '{}'::text[] ELSE string_to_array(e, ',') END, s, c, up \
-     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[]) \
-     AS t(o, u, e, s, c, up) \
+rows!(Webhooks = "INSERT INTO webhooks (organization_id, url, events, secret, created_at, updated_at, \
+     disabled_at, disabled_reason, failing_since) \
+     SELECT o, u, CASE WHEN e = '' THEN '{}'::text[] ELSE string_to_array(e, ',') END, s, c, up, da, dr, fs \
+     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], \
+     $7::timestamptz[], $8::text[], $9::timestamptz[]) AS t(o, u, e, s, c, up, da, dr, fs) \
      ON CONFLICT (organization_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events, \
-     secret = EXCLUDED.secret, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at";
-    { org: Uuid, url: String, events: String, secret: String, created_at: SystemTime, updated_at: SystemTime });
+     secret = EXCLUDED.secret, created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at, \
+     disabled_at = EXCLUDED.disabled_at, disabled_reason = EXCLUDED.disabled_reason, \
+     failing_since = EXCLUDED.failing_since";
+    { org: Uuid, url: String, events: String, secret: String, created_at: SystemTime, updated_at: SystemTime,
+      disabled_at: Option<SystemTime>, disabled_reason: Option<&'static str>, failing_since: Option<SystemTime> });
 
 rows!(WebhookDeletes = "DELETE FROM webhooks WHERE organization_id = ANY($1::uuid[])"; { org: Uuid });
 
@@ -559,6 +563,10 @@ fn add_edit(t: &mut Tables, edit: &Edit, key: Option<&SealingKey>) -> Result<(),
             w.secret.push(stored.secret.expose().to_owned());
             w.created_at.push(time(stored.created_at));
             w.updated_at.push(time(stored.updated_at));
+            w.disabled_at.push(stored.disabled.map(|d| time(d.at)));
+            w.disabled_reason
+                .push(stored.disabled.map(|d| d.reason.as_str()));
+            w.failing_since.push(stored.failing_since.map(time));
         }
         Edit::DeleteWebhook(org) => t.webhook_deletes.org.push(org.0),
     }

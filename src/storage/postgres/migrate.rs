@@ -38,6 +38,10 @@ const STEPS: &[(&str, &str)] = &[
         "idempotency keys",
         include_str!("migrations/0007_idempotency_keys.sql"),
     ),
+    (
+        "endpoint status: disabled (gone or failing), and the failing run's start",
+        include_str!("migrations/0008_endpoint_status.sql"),
+    ),
 ];
 
 /// The schema version this build reads and writes.

@@ -17,7 +17,7 @@ use crate::domain::organization::Organization;
 use crate::domain::permissions::PermissionSet;
 use crate::domain::role::Role;
 use crate::domain::user::{TokenRecord, User};
-use crate::domain::webhook::{EventSet, WebhookEndpoint};
+use crate::domain::webhook::{Disabled, DisabledReason, EventSet, WebhookEndpoint};
 use crate::ids::{AuditId, DeliveryId, LogId, OrgId, RoleId, TokenId, UserId};
 use crate::secrets::Secret;
 use crate::storage::StoreError;
@@ -204,7 +204,8 @@ pub fn membership(row: &Row) -> Result<Membership, StoreError> {
 }
 
 /// Columns of `webhooks`.
-pub const WEBHOOK: &str = "organization_id, url, events, secret, created_at, updated_at";
+pub const WEBHOOK: &str = "organization_id, url, events, secret, created_at, updated_at, \
+                           disabled_at, disabled_reason, failing_since";
 
 /// A webhook endpoint from [`WEBHOOK`], its secret as stored.
 pub fn webhook(row: &Row) -> Result<WebhookEndpoint, StoreError> {
@@ -218,7 +219,25 @@ pub fn webhook(row: &Row) -> Result<WebhookEndpoint, StoreError> {
         secret: Secret::new(get(row, "secret")?),
         created_at: at(row, "created_at")?,
         updated_at: at(row, "updated_at")?,
+        disabled: disabled(row)?,
+        failing_since: get::<Option<SystemTime>>(row, "failing_since")?.map(stamp),
     })
+}
+
+/// The endpoint's `disabled_at` and `disabled_reason`, set together.
+fn disabled(row: &Row) -> Result<Option<Disabled>, StoreError> {
+    let at = get::<Option<SystemTime>>(row, "disabled_at")?.map(stamp);
+    let reason = match get::<Option<String>>(row, "disabled_reason")?.as_deref() {
+        None => None,
+        Some("gone") => Some(DisabledReason::Gone),
+        Some("failing") => Some(DisabledReason::Failing),
+        Some(other) => {
+            return Err(StoreError::codec(Unknown(format!(
+                "unknown disabled_reason stored: {other:?}"
+            ))))
+        }
+    };
+    Ok(at.zip(reason).map(|(at, reason)| Disabled { at, reason }))
 }
 
 /// Columns of `audit_log`.

@@ -56,7 +56,7 @@ use write::{apply, commit_to, lift, lift_read, prepare, transaction, Aborted};
 /// adds the spills tree: an older build would not see the jobs in a
 /// backlog file. Layout 4 adds the delivery-log entries by delivery id
 /// (`delivery_ids_v1`), which an older build would not keep up to date.
-const LAYOUT: u8 = 4;
+const LAYOUT: u8 = 5;
 
 /// Performance settings of the database.
 #[derive(Clone, Copy, Debug)]
@@ -114,6 +114,10 @@ impl SledStore {
     pub fn open(dir: &Path, tuning: Tuning, key: Option<SealingKey>) -> Result<Self, StoreError> {
         create_private_dir(dir)?;
         let engine = Engine::open(dir, tuning).map_err(|err| match err {
+            // sled 0.34 says so only in its message.
+            ::sled::Error::Io(io) if io.to_string().starts_with("could not acquire lock") => {
+                StoreError::InUse(dir.to_owned())
+            }
             // The I/O error itself, so that callers can tell a full disk.
             ::sled::Error::Io(io) => StoreError::engine(io),
             other => StoreError::engine(other),
@@ -559,14 +563,20 @@ fn check_layout(engine: &Engine) -> Result<(), StoreError> {
     {
         None => stamp(),
         Some([version]) if *version == LAYOUT => drop_old_outbox(engine),
+        Some([4]) => {
+            endpoint_status(engine)?;
+            stamp()
+        }
         // Layout 2 lacks the spills tree too, which opening created empty.
         Some([2 | 3]) => {
             index_deliveries(engine)?;
+            endpoint_status(engine)?;
             stamp()
         }
         Some([1]) => {
             migrate_outbox(engine)?;
             index_deliveries(engine)?;
+            endpoint_status(engine)?;
             stamp()?;
             drop_old_outbox(engine)
         }
@@ -575,6 +585,53 @@ fn check_layout(engine: &Engine) -> Result<(), StoreError> {
             expected: LAYOUT,
         }),
     }
+}
+
+/// Layouts 1–4 → 5: every webhook endpoint gains its status (enabled,
+/// with no failing run). A record already rewritten is left as it is, so
+/// doing it again after a crash is harmless.
+fn endpoint_status(engine: &Engine) -> Result<(), StoreError> {
+    /// The endpoint as layouts 1–4 stored it.
+    #[derive(serde::Deserialize)]
+    struct Before {
+        organization_id: crate::ids::OrgId,
+        url: String,
+        events: crate::domain::webhook::EventSet,
+        #[serde(with = "crate::secrets::plaintext")]
+        secret: crate::secrets::Secret,
+        created_at: crate::time::Timestamp,
+        updated_at: crate::time::Timestamp,
+    }
+    let tree = engine.tree(TreeName::Webhooks);
+    let mut rewritten = 0;
+    for entry in tree.iter() {
+        let (key, value) = entry.map_err(StoreError::engine)?;
+        if decode::<WebhookEndpoint>(&value).is_ok() {
+            continue;
+        }
+        let before: Before = decode(&value)?;
+        let endpoint = WebhookEndpoint {
+            organization_id: before.organization_id,
+            url: before.url,
+            events: before.events,
+            secret: before.secret,
+            created_at: before.created_at,
+            updated_at: before.updated_at,
+            disabled: None,
+            failing_since: None,
+        };
+        tree.insert(key, codec::encode(&endpoint)?)
+            .map_err(StoreError::engine)?;
+        rewritten += 1;
+    }
+    engine.db.flush().map_err(StoreError::engine)?;
+    if rewritten > 0 {
+        tracing::info!(
+            endpoints = rewritten,
+            "storage layout 5: webhook endpoints have a status"
+        );
+    }
+    Ok(())
 }
 
 /// Layout 1 → 2: copies every job of `outbox_v1` (keyed by delivery id)
@@ -838,6 +895,95 @@ mod tests {
         assert_eq!(layout.as_deref(), Some(&[LAYOUT][..]));
     }
 
+    /// A data directory of layout 4 (endpoints without a status) opens as
+    /// layout 5: every endpoint is enabled, with no failing run, and keeps
+    /// its other fields; one already rewritten (a crash mid-way) is kept.
+    #[test]
+    fn a_layout_4_endpoint_opens_enabled() {
+        #[derive(serde::Serialize)]
+        struct Before<'a> {
+            organization_id: OrgId,
+            url: &'a str,
+            events: crate::domain::webhook::EventSet,
+            secret: &'a str,
+            created_at: Timestamp,
+            updated_at: Timestamp,
+        }
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let (old, done) = (OrgId::generate(), OrgId::generate());
+        let events = crate::domain::webhook::EventSet::parse(&["task.created".to_owned()])
+            .unwrap_or_default();
+        let rewritten = WebhookEndpoint {
+            organization_id: done,
+            url: "https://b.example/hook".into(),
+            events,
+            secret: Secret::new("whsec_b".into()),
+            created_at: Timestamp(3),
+            updated_at: Timestamp(4),
+            disabled: Some(crate::domain::webhook::Disabled {
+                at: Timestamp(5),
+                reason: crate::domain::webhook::DisabledReason::Gone,
+            }),
+            failing_since: None,
+        };
+        {
+            let Ok(db) = ::sled::open(dir.path().join("db")) else {
+                panic!("sled did not open")
+            };
+            let (Ok(hooks), Ok(meta)) = (
+                db.open_tree(TreeName::Webhooks.name()),
+                db.open_tree(TreeName::Meta.name()),
+            ) else {
+                panic!("trees did not open")
+            };
+            let before = Before {
+                organization_id: old,
+                url: "https://a.example/hook",
+                events,
+                secret: "whsec_a",
+                created_at: Timestamp(1),
+                updated_at: Timestamp(2),
+            };
+            let value = codec::encode(&before).unwrap_or_default();
+            assert!(hooks.insert(old.as_bytes(), value).is_ok());
+            let value = codec::encode(&rewritten).unwrap_or_default();
+            assert!(hooks.insert(done.as_bytes(), value).is_ok());
+            assert!(meta.insert(keys::LAYOUT_VERSION, &[4u8]).is_ok());
+            assert!(db.flush().is_ok());
+        }
+        let storage = open(dir.path());
+        let Ok(engine) = storage.slot.current() else {
+            panic!("no database in service")
+        };
+        let read = |org: OrgId| -> Option<WebhookEndpoint> {
+            let bytes = engine.tree(TreeName::Webhooks).get(org.as_bytes()).ok()??;
+            decode(&bytes).ok()
+        };
+        let migrated = read(old);
+        assert_eq!(
+            migrated,
+            Some(WebhookEndpoint {
+                organization_id: old,
+                url: "https://a.example/hook".into(),
+                events,
+                secret: Secret::new("whsec_a".into()),
+                created_at: Timestamp(1),
+                updated_at: Timestamp(2),
+                disabled: None,
+                failing_since: None,
+            })
+        );
+        assert_eq!(read(done), Some(rewritten));
+        let layout = engine
+            .tree(TreeName::Meta)
+            .get(keys::LAYOUT_VERSION)
+            .ok()
+            .flatten();
+        assert_eq!(layout.as_deref(), Some(&[LAYOUT][..]));
+    }
+
     /// A data directory of layout 3 (delivery-log records without entries
     /// by delivery id) opens as layout 4: every record is found by its
     /// delivery, the newest of several; pruning removes the entries with
@@ -850,9 +996,9 @@ mod tests {
         };
         let org = OrgId::generate();
         let records: Vec<LogRecord> = (0..5)
-            .map(|n| LogRecord::skipped(org, EventKind::TaskCreated, vec![n]))
+            .map(|n| LogRecord::skipped(org, EventKind::TaskCreated, vec![n], None))
             .collect();
-        let mut again = LogRecord::skipped(org, EventKind::TaskCreated, vec![9]);
+        let mut again = LogRecord::skipped(org, EventKind::TaskCreated, vec![9], None);
         again.delivery_id = records[1].delivery_id;
         {
             let Ok(db) = ::sled::open(dir.path().join("db")) else {
@@ -914,7 +1060,7 @@ mod tests {
         };
         let storage = open(dir.path());
         let org = OrgId::generate();
-        let record = |n: u8| LogRecord::skipped(org, EventKind::TaskCreated, vec![n]);
+        let record = |n: u8| LogRecord::skipped(org, EventKind::TaskCreated, vec![n], None);
         // The organization's first record starts its count.
         assert!(storage.append(&[Write::Log(record(0))]).is_ok());
         std::thread::sleep(std::time::Duration::from_millis(20));

@@ -157,6 +157,8 @@ fn seeded_org(i: usize, now: Timestamp) -> Result<(OrgId, Vec<Write>), String> {
         secret: new_secret(),
         created_at: now,
         updated_at: now,
+        disabled: None,
+        failing_since: None,
     };
     writes.push(Write::Edit(Edit::PutWebhook(endpoint)));
     writes.push(Write::Edit(Edit::PutOrg(org.clone())));

@@ -80,8 +80,16 @@ function currentEndpoint(hook, manageLock, onRotate, onDelete) {
   const events = hook.events.length
     ? el('div', { class: 'chips' }, hook.events.map((e) => badge(e)))
     : el('span', { class: 'hint', text: 'None: every event is recorded as skipped.' });
+  const disabled = hook.status === 'disabled';
+  const why = hook.disabled_reason === 'gone'
+    ? 'it answered 410 Gone'
+    : 'every delivery to it failed for too long';
   return [
-    el('div', { class: 'card-head' }, el('h2', { text: 'Current endpoint' }), badge('Active', 'pass')),
+    el('div', { class: 'card-head' }, el('h2', { text: 'Current endpoint' }),
+      disabled ? badge('Disabled', 'fail') : badge('Active', 'pass')),
+    disabled
+      ? notice('error', `Disabled ${fmtTime(hook.disabled_at)}: ${why}. Nothing is sent to it; new events are logged as skipped (endpoint disabled). Test the endpoint, then save it, to enable it again; "Recover" then sends what was skipped.`, 'webhook-disabled')
+      : null,
     el('dl', { class: 'facts' },
       el('dt', { text: 'URL' }), el('dd', {}, el('code', { id: 'webhook-current-url', text: hook.url })),
       el('dt', { text: 'Events' }), el('dd', {}, events),
