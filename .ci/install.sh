@@ -2,8 +2,9 @@
 # Installs what CI needs beyond the Rust toolchain and Python, unless it is
 # already there: Debian's Chromium and its WebDriver for the dashboard browser
 # test (tests/api/dashboard_browser.rs), iproute2 for the network namespace
-# that .ci/schemathesis.sh fuzzes in, and PostgreSQL for the tests of the
-# PostgreSQL engine. Then starts PostgreSQL with pg_stat_statements loaded
+# that .ci/schemathesis.sh fuzzes in, PostgreSQL for the tests of the
+# PostgreSQL engine, and tinyproxy for the egress-proxy tests (each test
+# starts its own on a loopback port). Then starts PostgreSQL with pg_stat_statements loaded
 # (the load tool counts statements per event with it) and creates the role
 # the tests use (ROLECALL_TEST_POSTGRES_URL in .ci/run), which may create
 # databases: each test makes its own, and which may log in through the Unix
@@ -16,6 +17,7 @@ missing=()
 command -v ip >/dev/null || missing+=(iproute2)
 command -v unshare >/dev/null || missing+=(util-linux)
 command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
+command -v tinyproxy >/dev/null || missing+=(tinyproxy)
 command -v python3 >/dev/null || missing+=(python3)
 command -v npm >/dev/null || missing+=(nodejs npm)
 python3 -c "import ensurepip" 2>/dev/null || missing+=(python3-venv)

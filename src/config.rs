@@ -252,6 +252,11 @@ pub struct WebhookConfig {
     pub disable_after_failures: u32,
     /// Whether http:// endpoints are allowed.
     pub allow_http: bool,
+    /// `http://[user:pass@]host:port` of the egress proxy; empty: none.
+    #[serde(deserialize_with = "secret")]
+    pub proxy_url: Secret,
+    /// Hosts and domains attempts reach without the proxy.
+    pub no_proxy: Vec<String>,
     /// Whether private-network endpoints are allowed.
     pub allow_private_networks: bool,
     /// Extra PEM roots; empty for none.
@@ -395,6 +400,14 @@ fn apply_env(table: &mut toml::Table, name: &str, raw: &str) -> Result<(), Confi
         toml::Value::Boolean(_) => {
             toml::Value::Boolean(raw.trim().parse().map_err(|_| wrong("true or false"))?)
         }
+        // A list: comma-separated.
+        toml::Value::Array(_) => toml::Value::Array(
+            raw.split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(|item| toml::Value::String(item.to_owned()))
+                .collect(),
+        ),
         _ => toml::Value::String(raw.to_owned()),
     };
     Ok(())

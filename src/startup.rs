@@ -46,6 +46,7 @@ use crate::state::directory::Directory;
 use crate::storage::{Store, StoreError};
 use crate::webhooks::client::{tls_config, ClientSettings};
 use crate::webhooks::preflight::PendingTests;
+use crate::webhooks::proxy::ProxySettings;
 use crate::webhooks::url::UrlPolicy;
 
 /// Why the application could not start.
@@ -60,6 +61,9 @@ pub enum StartupError {
     /// rustls refuses the HTTPS configuration.
     #[error("HTTPS: {0}")]
     ServerTlsConfig(#[source] rustls::Error),
+    /// `webhooks.proxy_url` cannot be used.
+    #[error("{0}")]
+    Proxy(#[source] crate::webhooks::proxy::ProxyUrlError),
     /// The metrics registry could not be built.
     #[error("metrics: {0}")]
     Metrics(#[source] prometheus::Error),
@@ -99,9 +103,9 @@ impl StartupError {
     /// needed (a port in use, a file, a directory, a database).
     pub fn exit_code(&self) -> u8 {
         match self {
-            StartupError::SecretKey(_) | StartupError::Storage(StoreError::Config(_)) => {
-                EXIT_CONFIG
-            }
+            StartupError::SecretKey(_)
+            | StartupError::Proxy(_)
+            | StartupError::Storage(StoreError::Config(_)) => EXIT_CONFIG,
             _ => 1,
         }
     }
@@ -483,6 +487,8 @@ fn client_settings(config: &Config) -> Result<ClientSettings, StartupError> {
             allow_private_networks: hooks.allow_private_networks,
         },
         tls: tls_config(&hooks.ca_file, "webhooks.ca_file").map_err(StartupError::Tls)?,
+        proxy: ProxySettings::parse(hooks.proxy_url.expose(), &hooks.no_proxy)
+            .map_err(StartupError::Proxy)?,
     })
 }
 

@@ -22,6 +22,7 @@ use crate::domain::delivery::{Answer, AttemptOutcome, LOGGED_BODY_MAX};
 use crate::secrets::Secret;
 use crate::time::Timestamp;
 use crate::webhooks::headers;
+use crate::webhooks::proxy::{ProxyConnector, ProxySettings};
 use crate::webhooks::signing::{service_signature, standard_signature};
 use crate::webhooks::url::{allowed_addresses, parse_url, UrlPolicy};
 
@@ -34,6 +35,8 @@ pub struct ClientSettings {
     pub policy: UrlPolicy,
     /// TLS configuration (roots), shared by every client.
     pub tls: Arc<rustls::ClientConfig>,
+    /// The egress proxy attempts go through, if any.
+    pub proxy: Option<ProxySettings>,
 }
 
 /// Builds the TLS configuration: system roots plus the PEM roots in `ca_file`
@@ -93,21 +96,31 @@ impl Resolve for PolicyResolver {
 /// waited for slow endpoints' connections to time out (p90 of healthy
 /// deliveries 619 ms in the isolation scenario).
 pub fn build_client(settings: &ClientSettings) -> awc::Client {
-    let resolver = Resolver::custom(PolicyResolver {
-        allow_private_networks: settings.policy.allow_private_networks,
-    });
+    let allow_private_networks = settings.policy.allow_private_networks;
+    let direct = TcpConnector::new(Resolver::custom(PolicyResolver {
+        allow_private_networks,
+    }))
+    .service();
+    let client = awc::Client::builder()
+        .disable_redirects()
+        .timeout(settings.timeout)
+        .no_default_headers();
+    // The connect timeout covers the proxy's hop and its CONNECT answer.
     let connector = awc::Connector::new()
-        .connector(TcpConnector::new(resolver).service())
         .rustls_0_23(settings.tls.clone())
         .timeout(settings.timeout)
         .limit(0)
         .conn_keep_alive(Duration::from_secs(30));
-    awc::Client::builder()
-        .connector(connector)
-        .disable_redirects()
-        .timeout(settings.timeout)
-        .no_default_headers()
-        .finish()
+    match &settings.proxy {
+        Some(proxy) => client
+            .connector(connector.connector(ProxyConnector::new(
+                proxy.clone(),
+                allow_private_networks,
+                direct,
+            )))
+            .finish(),
+        None => client.connector(connector.connector(direct)).finish(),
+    }
 }
 
 /// One attempt to make.

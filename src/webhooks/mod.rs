@@ -5,6 +5,7 @@ pub mod address_policy;
 pub mod client;
 pub mod headers;
 pub mod preflight;
+pub mod proxy;
 pub mod recovery;
 pub mod signing;
 pub mod url;

@@ -40,6 +40,11 @@ pub struct WebhookUrl {
 }
 
 impl WebhookUrl {
+    /// The host, when it is a name (not an address literal).
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     /// The URL as given.
     pub fn as_str(&self) -> &str {
         &self.text
@@ -164,15 +169,22 @@ impl Unresolvable {
 
 /// Refuses a URL whose host name does not resolve, or resolves only to
 /// addresses the policy refuses (CONTRACT §1 and §11: 400 INVALID_URL, one
-/// wording for both). Attempts resolve the name again when they connect.
-pub async fn check_resolution(url: &WebhookUrl, policy: UrlPolicy) -> Result<(), UrlRefused> {
+/// wording for both). When the name is reached through an egress proxy
+/// (`proxied`), one that does not resolve here is the proxy's to resolve.
+/// Attempts resolve the name again when they connect.
+pub async fn check_resolution(
+    url: &WebhookUrl,
+    policy: UrlPolicy,
+    proxied: bool,
+) -> Result<(), UrlRefused> {
     let Some(name) = url.name.as_deref() else {
         return Ok(());
     };
-    allowed_addresses(name, url.port, policy.allow_private_networks)
-        .await
-        .map(drop)
-        .map_err(|unusable| unusable.reported("a webhook URL check"))
+    match allowed_addresses(name, url.port, policy.allow_private_networks).await {
+        Ok(_) => Ok(()),
+        Err(Unresolvable::Lookup { .. }) if proxied => Ok(()),
+        Err(unusable) => Err(unusable.reported("a webhook URL check")),
+    }
 }
 
 /// A DNS host name: dot-separated labels of 1..=63 letters, digits and
@@ -266,7 +278,7 @@ mod tests {
         let check = |raw: &str, policy: UrlPolicy| {
             let url = parse_url(raw, policy).map_err(|e| e.0)?;
             runtime
-                .block_on(check_resolution(&url, policy))
+                .block_on(check_resolution(&url, policy, false))
                 .map_err(|e| e.0)
         };
         assert_eq!(

@@ -54,6 +54,7 @@ mod webhook_delivery;
 mod webhook_isolation;
 mod webhook_log;
 mod webhook_policy;
+mod webhook_proxy;
 mod webhook_recover;
 mod webhook_retry;
 mod webhook_setup;

@@ -109,6 +109,21 @@ fn a_config_file_that_cannot_be_read_or_is_invalid_exits_78() {
         "{line}"
     );
 
+    let line = refused(
+        data.path(),
+        &[],
+        &[(
+            "ROLECALL_WEBHOOKS__PROXY_URL",
+            "socks5://user:pw-secret@proxy:1080",
+        )],
+        78,
+    );
+    assert!(
+        line.starts_with("rolecall: webhooks.proxy_url: must start with http://")
+            && !line.contains("pw-secret"),
+        "{line}"
+    );
+
     let line = refused(data.path(), &[], &[("ROLECALL_SERVER__WORKERS", "two")], 78);
     assert_eq!(
         line,

@@ -23,7 +23,7 @@ use crate::pki::{Leaf, TestCa};
 use crate::receiver::TestReceiver;
 
 /// `POST /organizations/{id}/webhook/test` as the owner.
-async fn test_url(app: &TestApp, org: &Org, url: &str) -> Reply {
+pub(crate) async fn test_url(app: &TestApp, org: &Org, url: &str) -> Reply {
     app.post(
         &org.path("/webhook/test"),
         &org.owner_token,
@@ -34,7 +34,7 @@ async fn test_url(app: &TestApp, org: &Org, url: &str) -> Reply {
 
 /// Asserts the shape of a test answer and returns it.
 #[track_caller]
-fn test_result(reply: Reply) -> Value {
+pub(crate) fn test_result(reply: Reply) -> Value {
     let reply = reply.expect(200);
     assert_eq!(reply.header("content-type"), "application/json");
     let body = reply.json();
@@ -202,12 +202,12 @@ async fn a_name_resolving_to_loopback_passes_when_private_networks_are_allowed()
 // https with an on-prem CA
 
 /// A CA and a leaf for `localhost` / `127.0.0.1` signed by it.
-struct Pki {
-    ca_pem: String,
+pub(crate) struct Pki {
+    pub(crate) ca_pem: String,
     leaf: Leaf,
 }
 
-fn make_pki() -> Pki {
+pub(crate) fn make_pki() -> Pki {
     let ca = TestCa::new("rolecall test on-prem CA");
     Pki {
         leaf: ca.issue("localhost"),
@@ -217,15 +217,15 @@ fn make_pki() -> Pki {
 
 /// One request the https subscriber read.
 #[derive(Clone, Debug)]
-struct HttpsRequest {
+pub(crate) struct HttpsRequest {
     /// `POST /hook HTTP/1.1`.
-    request_line: String,
+    pub(crate) request_line: String,
     headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
 
 impl HttpsRequest {
-    fn header(&self, name: &str) -> String {
+    pub(crate) fn header(&self, name: &str) -> String {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -243,16 +243,16 @@ struct HttpsState {
 
 /// A minimal HTTP/1.1-over-TLS subscriber on 127.0.0.1 (std threads and
 /// rustls): reads one request per connection, answers 200 and closes.
-struct HttpsSubscriber {
-    port: u16,
+pub(crate) struct HttpsSubscriber {
+    pub(crate) port: u16,
     state: Arc<Mutex<HttpsState>>,
     stop: Arc<AtomicBool>,
 }
 
-const HTTPS_ANSWER: &str = "subscribed over tls";
+pub(crate) const HTTPS_ANSWER: &str = "subscribed over tls";
 
 impl HttpsSubscriber {
-    fn start(pki: &Pki) -> Self {
+    pub(crate) fn start(pki: &Pki) -> Self {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -284,7 +284,7 @@ impl HttpsSubscriber {
         HttpsSubscriber { port, state, stop }
     }
 
-    fn requests(&self) -> Vec<HttpsRequest> {
+    pub(crate) fn requests(&self) -> Vec<HttpsRequest> {
         self.state.lock().expect("lock").requests.clone()
     }
 
@@ -362,7 +362,7 @@ fn serve_one(stream: TcpStream, config: Arc<rustls::ServerConfig>, state: Arc<Mu
 }
 
 /// Writes the CA PEM to a temp file (kept alive by the returned dir).
-fn write_ca_file(pem: &str) -> (tempfile::TempDir, String) {
+pub(crate) fn write_ca_file(pem: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("on-prem-ca.pem");
     std::fs::write(&path, pem).expect("CA file written");

@@ -24,9 +24,10 @@ use crate::http::route_table::{
 use crate::http::{path_id, AppContext};
 use crate::ids::{DeliveryId, LogId, TestId};
 use crate::storage::LogFilter;
+use crate::webhooks::client::ClientSettings;
 use crate::webhooks::preflight::send_preflight;
 use crate::webhooks::signing::new_secret;
-use crate::webhooks::url::{check_resolution, parse_url, UrlPolicy, UrlRefused, WebhookUrl};
+use crate::webhooks::url::{check_resolution, parse_url, UrlRefused, WebhookUrl};
 
 /// Registers the routes.
 pub fn configure(cfg: &mut ServiceConfig) {
@@ -117,7 +118,7 @@ async fn test_webhook(
     access.allow(WEBHOOK_TEST)?;
     let body: TestWebhook = input.parse()?;
     let events = EventSet::parse(&body.events)?;
-    let url = allowed_url(&body.url, ctx.client.policy).await?;
+    let url = allowed_url(&body.url, &ctx.client).await?;
     // First setup signs with a fresh candidate (revealed if the test passes);
     // a configured endpoint is tested with its current secret.
     let (secret, candidate) = match &access.state.webhook {
@@ -181,7 +182,7 @@ async fn save_webhook(
         .await?
         .ok_or_else(required)?;
     // The name may resolve elsewhere now than when it was tested.
-    allowed_url(&tested.url, ctx.client.policy).await?;
+    allowed_url(&tested.url, &ctx.client).await?;
     let test = ctx
         .tests
         .take(access.org_id(), test_id)
@@ -333,11 +334,17 @@ async fn logged_delivery(
 }
 
 /// `raw` as a URL the policy allows, its host name resolved (CONTRACT §1:
-/// 400 INVALID_URL otherwise). Attempts check the resolution again when
-/// they connect.
-async fn allowed_url(raw: &str, policy: UrlPolicy) -> Result<WebhookUrl, ApiError> {
+/// 400 INVALID_URL otherwise; through an egress proxy, a name that does
+/// not resolve here is the proxy's to resolve). Attempts check the
+/// resolution again when they connect.
+async fn allowed_url(raw: &str, client: &ClientSettings) -> Result<WebhookUrl, ApiError> {
     let refused = |refused: UrlRefused| ApiError::InvalidUrl(refused.0);
-    let url = parse_url(raw, policy).map_err(refused)?;
-    check_resolution(&url, policy).await.map_err(refused)?;
+    let url = parse_url(raw, client.policy).map_err(refused)?;
+    let proxied = url
+        .name()
+        .is_some_and(|name| client.proxy.as_ref().is_some_and(|p| !p.bypasses(name)));
+    check_resolution(&url, client.policy, proxied)
+        .await
+        .map_err(refused)?;
     Ok(url)
 }
