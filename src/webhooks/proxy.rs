@@ -347,6 +347,7 @@ mod tests {
             "api.internal.example",
             "INTERNAL.example.",
             "x.corp",
+            "corp",
             "10.1.2.3",
         ] {
             assert!(proxy.bypasses(direct), "{direct}");
@@ -354,7 +355,7 @@ mod tests {
         for tunnelled in [
             "example.com",
             "notinternal.example",
-            "corp",
+            "notcorp",
             "10.1.2.30",
             "hooks.example.org",
         ] {

@@ -831,3 +831,77 @@ async fn read_only_on_pro(session: &Session, fx: &Fixture) {
     assert!(session.find("#role-save").await.is_none());
     assert!(!session.enabled(&session.wait_for("#role-name").await).await);
 }
+
+/// Issue 32: the webhook page of an organization whose endpoint answered
+/// 410 shows it disabled, why and since when, and how to enable it again.
+#[actix_web::test]
+async fn a_disabled_endpoint_shows_a_banner_on_the_webhook_page() {
+    use crate::receiver::Behavior;
+
+    if !browser_available() {
+        return;
+    }
+    let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
+    let receiver = TestReceiver::start().await;
+    let fx = fixture(&app).await;
+    let org = format!("/organizations/{}", fx.org_id);
+    let tested = app
+        .post(
+            &format!("{org}/webhook/test"),
+            &fx.owner_token,
+            json!({"url": receiver.url, "events": ["task.created"]}),
+        )
+        .await
+        .expect(200)
+        .json();
+    app.call(
+        actix_web::http::Method::PUT,
+        &format!("{org}/webhook"),
+        Some(&fx.owner_token),
+        Some(json!({"test_id": tested["test_id"]})),
+    )
+    .await
+    .expect(200);
+    receiver.script(vec![Behavior::status(410)]);
+    app.post(
+        &format!("{org}/tasks"),
+        &fx.owner_token,
+        json!({"title": "gone"}),
+    )
+    .await
+    .expect(201);
+    eventually(Duration::from_secs(10), "the endpoint disabled", || async {
+        let view = app
+            .get(&format!("{org}/webhook"), &fx.owner_token)
+            .await
+            .expect(200)
+            .json();
+        (view["status"] == json!("disabled")).then_some(())
+    })
+    .await;
+
+    let chromedriver = ChromeDriver::start().await;
+    let session = chromedriver.session().await;
+    resize(&session, 1280, 900).await;
+    session.goto(&format!("{}/", app.address)).await;
+    let token = session.wait_for("#token").await;
+    session
+        .send_keys(&token, &format!("{}{ENTER}", fx.owner_token))
+        .await;
+    session.wait_text("main h1", "Roles").await;
+    open_page(&session, "webhook", "Webhook").await;
+    let banner = session.wait_text("#webhook-disabled", "410 Gone").await;
+    assert!(
+        banner.contains("Nothing is sent to it")
+            && banner.contains("Test the endpoint, then save it"),
+        "{banner}"
+    );
+    let head = session.text_of("#webhook-current .card-head").await;
+    assert!(
+        head.contains("Disabled") && !head.contains("Active"),
+        "{head}"
+    );
+    capture(&session, "webhook-disabled").await;
+    session.quit().await;
+    drop(chromedriver);
+}
