@@ -105,7 +105,9 @@ impl StartupError {
         match self {
             StartupError::SecretKey(_)
             | StartupError::Proxy(_)
-            | StartupError::Storage(StoreError::Config(_)) => EXIT_CONFIG,
+            | StartupError::Storage(StoreError::Config(_) | StoreError::SecretKey(_)) => {
+                EXIT_CONFIG
+            }
             _ => 1,
         }
     }

@@ -20,7 +20,7 @@ use actix::prelude::*;
 use crate::actors::messages::{Mutate, OrgCommand};
 use crate::actors::registry::Registry;
 use crate::commit::CommitPath;
-use crate::domain::commands::webhooks::Health;
+use crate::domain::commands::webhooks::{Generation, Health};
 use crate::domain::commands::Reply;
 use crate::domain::delivery::AttemptOutcome;
 use crate::domain::webhook::{Disabled, DisabledReason, EndpointStatus, WebhookEndpoint};
@@ -44,9 +44,9 @@ pub struct FailingLimit {
 pub struct Attempted {
     /// The organization.
     pub org: OrgId,
-    /// When the endpoint attempted was saved (it names that endpoint: one
-    /// removed and saved anew since is not judged by this attempt).
-    pub endpoint_created_at: Timestamp,
+    /// The save of the endpoint attempted (a later save is not judged by
+    /// this attempt).
+    pub generation: Generation,
     /// The failing run's start the endpoint held when the attempt began.
     pub failing_since: Option<Timestamp>,
     /// What the attempt found.
@@ -74,6 +74,12 @@ impl Verdict {
             AttemptOutcome::EndpointRemoved { .. } | AttemptOutcome::EndpointDisabled { .. } => {
                 None
             }
+            // The operator's proxy failed, not the endpoint.
+            AttemptOutcome::Unanswered { error, .. }
+                if crate::webhooks::proxy::hop_failed(error) =>
+            {
+                None
+            }
             _ if outcome.succeeded() => Some(Verdict::Succeeded),
             _ if outcome.status() == Some(410) => Some(Verdict::Gone),
             _ => Some(Verdict::Failed),
@@ -87,7 +93,7 @@ impl Attempted {
     pub fn at(endpoint: &WebhookEndpoint, outcome: &AttemptOutcome) -> Option<Attempted> {
         Some(Attempted {
             org: endpoint.organization_id,
-            endpoint_created_at: endpoint.created_at,
+            generation: Generation::of(endpoint),
             failing_since: endpoint.failing_since,
             verdict: Verdict::of(outcome)?,
             at: outcome.started_at(),
@@ -98,14 +104,26 @@ impl Attempted {
 /// A failing run as this node counts it.
 #[derive(Clone, Copy, Debug)]
 struct Run {
-    /// The endpoint it is of.
-    endpoint_created_at: Timestamp,
+    /// The endpoint's save it is of.
+    generation: Generation,
     /// When it began.
     since: Timestamp,
     /// Failed attempts this node counted in it.
     failures: u32,
-    /// Whether its start has been asked to be stored.
-    stored: bool,
+    /// Whether its start is stored with the endpoint.
+    stored: Stored,
+}
+
+/// Where a run's start stands in the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stored {
+    /// Not written (or the write failed): the next failure asks again.
+    No,
+    /// Being written.
+    Asked,
+    /// Written: an attempt that finds none stored finds the run ended
+    /// (another node's success).
+    Yes,
 }
 
 /// The failing runs under way, by organization: the judging rules, with
@@ -144,26 +162,38 @@ impl Runs {
                 let run = self
                     .runs
                     .entry(attempt.org)
-                    .and_modify(|run| {
-                        if run.endpoint_created_at != attempt.endpoint_created_at {
-                            *run = Run::of(attempt);
-                        }
-                    })
+                    .and_modify(|run| run.follow(attempt))
                     .or_insert_with(|| Run::of(attempt));
                 run.failures += 1;
                 let lasted = attempt.at.millis().saturating_sub(run.since.millis());
                 let long_enough =
                     u128::try_from(lasted).unwrap_or(0) >= self.limit.lasting.as_millis();
                 if long_enough && run.failures >= self.limit.attempts {
-                    self.runs.remove(&attempt.org);
+                    // The run is forgotten once the disable is recorded.
                     return Some(disable(DisabledReason::Failing));
                 }
-                if run.stored {
+                if run.stored != Stored::No {
                     return None;
                 }
-                run.stored = true;
+                run.stored = Stored::Asked;
                 Some(Health::FailingSince(Some(run.since)))
             }
+        }
+    }
+
+    /// What became of recording `health` of `org`'s endpoint (`recorded`:
+    /// whether it was written, or found already so).
+    pub fn recorded(&mut self, org: OrgId, health: Health, recorded: bool) {
+        match (health, recorded) {
+            (Health::Disable(_), true) => {
+                self.runs.remove(&org);
+            }
+            (Health::FailingSince(Some(_)), written) => {
+                if let Some(run) = self.runs.get_mut(&org) {
+                    run.stored = if written { Stored::Yes } else { Stored::No };
+                }
+            }
+            _ => {}
         }
     }
 }
@@ -198,10 +228,27 @@ impl Run {
     /// holds, or one it begins.
     fn of(attempt: &Attempted) -> Run {
         Run {
-            endpoint_created_at: attempt.endpoint_created_at,
+            generation: attempt.generation,
             since: attempt.failing_since.unwrap_or(attempt.at),
             failures: 0,
-            stored: attempt.failing_since.is_some(),
+            stored: if attempt.failing_since.is_some() {
+                Stored::Yes
+            } else {
+                Stored::No
+            },
+        }
+    }
+
+    /// This run as `attempt` (a failure) finds the endpoint: saved again
+    /// (a new run), its run ended elsewhere (another node's success
+    /// cleared it: a new run), or begun elsewhere earlier (that start).
+    fn follow(&mut self, attempt: &Attempted) {
+        let ended_elsewhere = attempt.failing_since.is_none() && self.stored == Stored::Yes;
+        if self.generation != attempt.generation || ended_elsewhere {
+            *self = Run::of(attempt);
+        } else if let Some(since) = attempt.failing_since.filter(|s| *s != self.since) {
+            self.since = since;
+            self.stored = Stored::Yes;
         }
     }
 }
@@ -222,41 +269,45 @@ impl Handler<Attempted> for EndpointHealth {
             self.registry.clone(),
             self.metrics.clone(),
         );
-        let (org, created_at) = (attempt.org, attempt.endpoint_created_at);
+        let (org, generation) = (attempt.org, attempt.generation);
         ctx.spawn(
-            async move { record(&commit, &registry, &metrics, org, created_at, health).await }
-                .into_actor(self),
+            async move { record(&commit, &registry, &metrics, org, generation, health).await }
+                .into_actor(self)
+                .map(move |recorded, actor, _| actor.runs.recorded(org, health, recorded)),
         );
     }
 }
 
-/// Records `health` of `org`'s endpoint saved at `created_at`.
+/// Records `health` of `org`'s endpoint save `generation`; whether it was
+/// recorded (or found so already, or the endpoint saved again since).
 async fn record(
     commit: &CommitPath,
     registry: &Registry,
     metrics: &Metrics,
     org: OrgId,
-    created_at: Timestamp,
+    generation: Generation,
     health: Health,
-) {
+) -> bool {
     if let Err(err) = commit.fresh_snapshot(org, None).await {
         tracing::warn!(error = %crate::telemetry::cause_chain(&err), %org, "endpoint health: the organization could not be read; the next attempt tries again");
-        return;
+        return false;
     }
-    let msg = Mutate::system(OrgCommand::EndpointHealth(created_at, health));
+    let msg = Mutate::system(OrgCommand::EndpointHealth(generation, health));
     match (registry.mutate(org, msg).await, health) {
         (Ok(Reply::Webhook(view)), Health::Disable(disabled))
             if view.status == EndpointStatus::Disabled =>
         {
             metrics.endpoint_disabled(disabled.reason);
             tracing::warn!(
-                organization_id = %org, url = %view.url, reason = disabled.reason.as_str(),
+                organization_id = %org, reason = disabled.reason.as_str(),
                 "webhook endpoint disabled: nothing is sent to it until a passing test and a save"
             );
+            true
         }
-        (Ok(_), _) => {}
+        (Ok(_), _) => true,
         (Err(err), _) => {
             tracing::warn!(error = %err, %org, "endpoint health was not recorded; the next attempt tries again");
+            false
         }
     }
 }
@@ -266,7 +317,10 @@ mod tests {
     use super::*;
 
     const ORG: OrgId = OrgId(uuid::Uuid::nil());
-    const SAVED: Timestamp = Timestamp(1);
+    const SAVED: Generation = Generation {
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+    };
 
     fn runs(lasting_ms: u64, attempts: u32) -> Runs {
         Runs::new(FailingLimit {
@@ -278,7 +332,7 @@ mod tests {
     fn attempt(verdict: Verdict, at: i64, failing_since: Option<i64>) -> Attempted {
         Attempted {
             org: ORG,
-            endpoint_created_at: SAVED,
+            generation: SAVED,
             failing_since: failing_since.map(Timestamp),
             verdict,
             at: Timestamp(at),
@@ -379,6 +433,69 @@ mod tests {
         assert_eq!(
             runs.judge(&attempt(Verdict::Failed, 5_100, Some(0)), Timestamp(5_100)),
             disabled(DisabledReason::Failing, 5_100)
+        );
+    }
+
+    #[test]
+    fn a_save_begins_a_new_run() {
+        let mut runs = runs(1_000, 2);
+        runs.judge(&attempt(Verdict::Failed, 0, None), Timestamp(0));
+        runs.recorded(ORG, Health::FailingSince(Some(Timestamp(0))), true);
+        runs.judge(&attempt(Verdict::Failed, 500, Some(0)), Timestamp(500));
+        // Saved again (a new URL): its first failure, long after the old
+        // run began, begins a run of its own.
+        let saved = Attempted {
+            generation: Generation {
+                created_at: Timestamp(1),
+                updated_at: Timestamp(5_000),
+            },
+            ..attempt(Verdict::Failed, 5_000, None)
+        };
+        assert_eq!(
+            runs.judge(&saved, Timestamp(5_000)),
+            Some(Health::FailingSince(Some(Timestamp(5_000))))
+        );
+    }
+
+    #[test]
+    fn a_run_ended_on_another_node_ends_here_too() {
+        let mut runs = runs(1_000, 2);
+        runs.judge(&attempt(Verdict::Failed, 0, None), Timestamp(0));
+        runs.recorded(ORG, Health::FailingSince(Some(Timestamp(0))), true);
+        // Another node's success cleared the stored start.
+        assert_eq!(
+            runs.judge(&attempt(Verdict::Failed, 2_000, None), Timestamp(2_000)),
+            Some(Health::FailingSince(Some(Timestamp(2_000))))
+        );
+        assert_eq!(
+            runs.judge(
+                &attempt(Verdict::Failed, 2_100, Some(2_000)),
+                Timestamp(2_100)
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_start_not_written_is_asked_again_and_a_disable_not_written_too() {
+        let mut runs = runs(1_000, 2);
+        let first = runs.judge(&attempt(Verdict::Failed, 0, None), Timestamp(0));
+        assert_eq!(first, Some(Health::FailingSince(Some(Timestamp(0)))));
+        runs.recorded(ORG, Health::FailingSince(Some(Timestamp(0))), false);
+        assert_eq!(
+            runs.judge(&attempt(Verdict::Failed, 100, None), Timestamp(100)),
+            Some(Health::FailingSince(Some(Timestamp(0)))),
+            "the same start, asked again"
+        );
+        let disable = runs.judge(&attempt(Verdict::Failed, 1_500, None), Timestamp(1_500));
+        assert_eq!(disable, disabled(DisabledReason::Failing, 1_500));
+        if let Some(health) = disable {
+            runs.recorded(ORG, health, false);
+        }
+        assert_eq!(
+            runs.judge(&attempt(Verdict::Failed, 1_600, None), Timestamp(1_600)),
+            disabled(DisabledReason::Failing, 1_600),
+            "asked again"
         );
     }
 

@@ -6,14 +6,13 @@ use crate::actors::send_permits::Gate;
 use crate::domain::access::{Caller, IfMatch, Needs};
 use crate::domain::audit::RequestIdText;
 use crate::domain::change::Write;
-use crate::domain::commands::webhooks::Health;
+use crate::domain::commands::webhooks::{Generation, Health};
 use crate::domain::commands::Reply;
 use crate::domain::delivery::{AttemptOutcome, Job, LogRecord, Stopped};
 use crate::domain::error::ApiError;
 use crate::domain::input::Input;
 use crate::domain::webhook::PassedTest;
 use crate::ids::{OrgId, RoleId, UserId};
-use crate::time::Timestamp;
 
 /// A mutation of one organization.
 #[derive(Clone, Debug)]
@@ -40,8 +39,8 @@ pub enum OrgCommand {
     DeleteWebhook,
     /// Record the fall-back of a member's expired role assignment.
     ExpireRole(UserId),
-    /// Record what delivery learned of the endpoint saved at this time.
-    EndpointHealth(Timestamp, Health),
+    /// Record what delivery learned of this save of the endpoint.
+    EndpointHealth(Generation, Health),
 }
 
 /// Asks an organization actor to run a command; answers once the change is

@@ -84,8 +84,8 @@ fn decide(state: &OrgState, users: &AccountTable, msg: &Mutate) -> Result<Change
         OrgCommand::RotateWebhook => webhooks::rotate_webhook(state, caller, needs, new_secret()),
         OrgCommand::DeleteWebhook => webhooks::delete_webhook(state, caller, needs),
         OrgCommand::ExpireRole(user) => members::expire_role(state, *user, Timestamp::now()),
-        OrgCommand::EndpointHealth(created_at, health) => {
-            webhooks::record_health(state, *created_at, *health)
+        OrgCommand::EndpointHealth(generation, health) => {
+            webhooks::record_health(state, *generation, *health)
         }
     }
 }

@@ -264,7 +264,8 @@ pub enum Outcome {
     Succeeded,
     /// Network error, timeout, 3xx, 4xx, 5xx, or the endpoint was removed.
     Failed,
-    /// The event was not subscribed.
+    /// Not sent: the event was not subscribed (`error` null), or the
+    /// endpoint was disabled (`error` "endpoint disabled").
     Skipped,
 }
 

@@ -1,6 +1,6 @@
 //! The webhook outbox: how a change's events become writes of the change's
 //! own transaction. A subscribed event becomes a delivery job, an
-//! unsubscribed one a `skipped` log record (as is every event while the
+//! unsubscribed one a `skipped` log record (a subscribed one too while the
 //! endpoint is disabled, with the error `endpoint disabled`), and with no endpoint configured
 //! nothing is recorded (CONTRACT §6). So no event exists for a change that
 //! did not happen, and none is lost for one that did.
@@ -22,17 +22,17 @@ pub fn stage(state: &OrgState, events: &[Event]) -> Result<Vec<Write>, ApiError>
         .iter()
         .map(|event| {
             let body = envelope(event)?;
-            Ok(if endpoint.disabled.is_some() {
+            Ok(if !endpoint.events.contains(event.kind) {
+                Write::Log(LogRecord::skipped(state.id(), event.kind, body, None))
+            } else if endpoint.disabled.is_some() {
                 Write::Log(LogRecord::skipped(
                     state.id(),
                     event.kind,
                     body,
                     Some(ENDPOINT_DISABLED),
                 ))
-            } else if endpoint.events.contains(event.kind) {
-                Write::PutJob(Job::new(state.id(), event.kind, body))
             } else {
-                Write::Log(LogRecord::skipped(state.id(), event.kind, body, None))
+                Write::PutJob(Job::new(state.id(), event.kind, body))
             })
         })
         .collect()

@@ -11,6 +11,7 @@
 //! proxy's own address is the operator's choice and is not judged. Its
 //! credentials are sent as `Proxy-Authorization: Basic` and never logged.
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
@@ -23,7 +24,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::secrets::Secret;
-use crate::webhooks::url::{allowed_addresses, Unresolvable};
+use crate::webhooks::address_policy::is_public;
+use crate::webhooks::url::{literal_address, Unresolvable};
 
 /// Longest proxy answer to `CONNECT` read (status line and headers).
 const ANSWER_MAX: usize = 8 * 1024;
@@ -199,39 +201,79 @@ where
     }
 }
 
-/// The policy's word on `host` before anything is sent through the proxy:
-/// a name that resolves here only to refused addresses is refused; one
-/// that does not resolve here is the proxy's to resolve. (Address literals
-/// were judged with the URL.)
-async fn judge(host: &str, port: u16, allow_private_networks: bool) -> Result<(), ConnectError> {
-    if crate::webhooks::url::literal_address(host).is_some() {
+/// The policy's word on `host` before anything is sent through the proxy.
+/// The proxy resolves the name again and may pick any of its addresses, so
+/// a name that resolves here is refused unless every address is one the
+/// policy allows (without a proxy, the refused ones are only skipped). A
+/// name that does not resolve here is the proxy's to resolve, except the
+/// `localhost` names. (Address literals are judged with the URL.)
+pub async fn proxied_host_allowed(
+    host: &str,
+    port: u16,
+    allow_private_networks: bool,
+) -> Result<(), Unresolvable> {
+    if literal_address(host).is_some() || allow_private_networks {
         return Ok(());
     }
-    match allowed_addresses(host, port, allow_private_networks).await {
-        Ok(_) | Err(Unresolvable::Lookup { .. }) => Ok(()),
-        Err(refused) => Err(ConnectError::Resolver(
-            refused
-                .reported("a delivery attempt through the proxy")
-                .into(),
-        )),
+    match tokio::net::lookup_host((host, port)).await {
+        Ok(addresses) => {
+            let addresses: Vec<_> = addresses.collect();
+            if !addresses.is_empty() && addresses.iter().all(|a| is_public(a.ip())) {
+                Ok(())
+            } else {
+                Err(Unresolvable::Refused(host.to_owned()))
+            }
+        }
+        Err(_) if !is_localhost_name(host) => Ok(()),
+        Err(source) => Err(Unresolvable::Lookup {
+            host: host.to_owned(),
+            source,
+        }),
     }
 }
+
+/// [`proxied_host_allowed`], for the connector.
+async fn judge(host: &str, port: u16, allow_private_networks: bool) -> Result<(), ConnectError> {
+    proxied_host_allowed(host, port, allow_private_networks)
+        .await
+        .map_err(|unusable| {
+            ConnectError::Resolver(
+                unusable
+                    .reported("a delivery attempt through the proxy")
+                    .into(),
+            )
+        })
+}
+
+/// `localhost` and the names under it, which always mean this machine.
+fn is_localhost_name(host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    host == "localhost" || host.ends_with(".localhost")
+}
+
+/// Whether an attempt's error is a failure of the proxy's own hop (not of
+/// the endpoint), in the words [`tunnel`] uses: it says nothing of the
+/// endpoint's health.
+pub fn hop_failed(error: &str) -> bool {
+    error.contains("the proxy ")
+        && (error.contains(UNREACHABLE)
+            || error.contains(DROPPED)
+            || error.contains(NO_ANSWER)
+            || error.contains(": HTTP/1.1 407")
+            || error.contains(": HTTP/1.0 407"))
+}
+
+const UNREACHABLE: &str = "could not be reached";
+const DROPPED: &str = "dropped the CONNECT";
+const NO_ANSWER: &str = "did not answer the CONNECT";
 
 /// A stream to `host:port` through the proxy's `CONNECT` tunnel.
 async fn tunnel(proxy: &ProxySettings, host: &str, port: u16) -> Result<TcpStream, ConnectError> {
     let failed = |what: String| ConnectError::Io(std::io::Error::other(what));
     let mut stream = TcpStream::connect(proxy.address.as_str())
         .await
-        .map_err(|err| {
-            failed(format!(
-                "the proxy {} could not be reached: {err}",
-                proxy.address
-            ))
-        })?;
-    let target = match host.parse::<std::net::Ipv6Addr>() {
-        Ok(_) => format!("[{host}]:{port}"),
-        Err(_) => format!("{host}:{port}"),
-    };
+        .map_err(|err| failed(format!("the proxy {} {UNREACHABLE}: {err}", proxy.address)))?;
+    let target = connect_target(host, port);
     let mut request = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
     if let Some(authorization) = &proxy.authorization {
         request.push_str(&format!(
@@ -240,18 +282,13 @@ async fn tunnel(proxy: &ProxySettings, host: &str, port: u16) -> Result<TcpStrea
         ));
     }
     request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await.map_err(|err| {
-        failed(format!(
-            "the proxy {} dropped the CONNECT: {err}",
-            proxy.address
-        ))
-    })?;
-    let answer = read_answer(&mut stream).await.map_err(|err| {
-        failed(format!(
-            "the proxy {} did not answer the CONNECT: {err}",
-            proxy.address
-        ))
-    })?;
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|err| failed(format!("the proxy {} {DROPPED}: {err}", proxy.address)))?;
+    let answer = read_answer(&mut stream)
+        .await
+        .map_err(|err| failed(format!("the proxy {} {NO_ANSWER}: {err}", proxy.address)))?;
     let status_line = answer.lines().next().unwrap_or_default().trim().to_owned();
     match status_of(&status_line) {
         Some(200..=299) => Ok(stream),
@@ -259,6 +296,17 @@ async fn tunnel(proxy: &ProxySettings, host: &str, port: u16) -> Result<TcpStrea
             "the proxy {} refused the tunnel to {target}: {status_line}",
             proxy.address
         ))),
+    }
+}
+
+/// What `CONNECT` names: a literal as the address it was judged to be, in
+/// its usual spelling, not as typed (`0127.0.0.1` is 87.0.0.1, whatever
+/// reads it).
+fn connect_target(host: &str, port: u16) -> String {
+    match literal_address(host) {
+        Some(IpAddr::V6(ip)) => format!("[{ip}]:{port}"),
+        Some(ip) => format!("{ip}:{port}"),
+        None => format!("{host}:{port}"),
     }
 }
 
@@ -375,6 +423,54 @@ mod tests {
             !shown.contains("hunter2") && !shown.contains("Basic"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn literals_are_named_as_judged_and_names_as_given() {
+        assert_eq!(connect_target("0127.0.0.1", 443), "87.0.0.1:443");
+        assert_eq!(connect_target("0x7f.1", 80), "127.0.0.1:80");
+        assert_eq!(
+            connect_target("[::ffff:1.2.3.4]", 443),
+            "[::ffff:1.2.3.4]:443"
+        );
+        assert_eq!(
+            connect_target("hooks.example.com", 8443),
+            "hooks.example.com:8443"
+        );
+    }
+
+    #[test]
+    fn only_the_proxys_own_hop_failing_spares_the_endpoint() {
+        for hop in [
+            "request failed: Failed to connect to host: the proxy 10.0.0.5:3128 could not be reached: Connection refused (os error 111)",
+            "request failed: Failed to connect to host: the proxy 10.0.0.5:3128 refused the tunnel to a.example:443: HTTP/1.1 407 Proxy Authentication Required",
+            "request failed: Failed to connect to host: the proxy 10.0.0.5:3128 did not answer the CONNECT: it closed the connection",
+        ] {
+            assert!(hop_failed(hop), "{hop}");
+        }
+        for endpoint in [
+            "request failed: Failed to connect to host: the proxy 10.0.0.5:3128 refused the tunnel to a.example:443: HTTP/1.1 502 Bad Gateway",
+            "the endpoint answered 503",
+            "timed out after 8000 ms",
+        ] {
+            assert!(!hop_failed(endpoint), "{endpoint}");
+        }
+    }
+
+    #[test]
+    fn localhost_names_are_refused_through_the_proxy_whether_they_resolve_or_not() {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            panic!("no runtime")
+        };
+        for name in ["localhost", "hooks.localhost", "LOCALHOST."] {
+            let judged = runtime.block_on(proxied_host_allowed(name, 443, false));
+            assert!(judged.is_err(), "{name}");
+            let open = runtime.block_on(proxied_host_allowed(name, 443, true));
+            assert!(open.is_ok(), "{name} with private networks allowed");
+        }
     }
 
     #[test]

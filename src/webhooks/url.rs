@@ -170,7 +170,7 @@ impl Unresolvable {
 /// Refuses a URL whose host name does not resolve, or resolves only to
 /// addresses the policy refuses (CONTRACT §1 and §11: 400 INVALID_URL, one
 /// wording for both). When the name is reached through an egress proxy
-/// (`proxied`), one that does not resolve here is the proxy's to resolve.
+/// (`proxied`), see [`crate::webhooks::proxy::proxied_host_allowed`].
 /// Attempts resolve the name again when they connect.
 pub async fn check_resolution(
     url: &WebhookUrl,
@@ -180,11 +180,15 @@ pub async fn check_resolution(
     let Some(name) = url.name.as_deref() else {
         return Ok(());
     };
-    match allowed_addresses(name, url.port, policy.allow_private_networks).await {
-        Ok(_) => Ok(()),
-        Err(Unresolvable::Lookup { .. }) if proxied => Ok(()),
-        Err(unusable) => Err(unusable.reported("a webhook URL check")),
-    }
+    let allowed = if proxied {
+        crate::webhooks::proxy::proxied_host_allowed(name, url.port, policy.allow_private_networks)
+            .await
+    } else {
+        allowed_addresses(name, url.port, policy.allow_private_networks)
+            .await
+            .map(drop)
+    };
+    allowed.map_err(|unusable| unusable.reported("a webhook URL check"))
 }
 
 /// A DNS host name: dot-separated labels of 1..=63 letters, digits and

@@ -247,8 +247,9 @@ async fn a_410_disables_the_endpoint_and_later_events_are_skipped_as_disabled() 
         "the preflight and the 410 only: the retry is not sent"
     );
 
-    // Every later event is skipped as disabled, subscribed (task.created)
-    // or not (member.added).
+    // A subscribed event (task.created) is skipped as disabled; an
+    // unsubscribed one (member.added) as unsubscribed (error null), so
+    // that recover never sends it.
     create_task(&app, &org, "while disabled").await;
     app.member(&org, &org.member_role).await;
     let skipped = log_until(&app, &org, "two skipped events", |r| {
@@ -270,7 +271,12 @@ async fn a_410_disables_the_endpoint_and_later_events_are_skipped_as_disabled() 
         assert_eq!(record["attempt"], Value::Null, "{record}");
         assert_eq!(record["response_code"], Value::Null, "{record}");
         assert_eq!(record["response_body"], Value::Null, "{record}");
-        assert_eq!(record["error"], json!(DISABLED), "{record}");
+        let why = if record["event"] == json!("task.created") {
+            json!(DISABLED)
+        } else {
+            Value::Null
+        };
+        assert_eq!(record["error"], why, "{record}");
     }
     actix_web::rt::time::sleep(QUIET).await;
     assert_eq!(receiver.received().len(), 2, "nothing is sent while disabled");
@@ -702,5 +708,33 @@ async fn a_success_restarts_the_failing_run_at_the_next_failure() {
     );
     assert_audited_failing(&app, &org).await;
     assert_eq!(disabled_total(&app, "failing").await, Some(1.0));
+}
+}
+
+on_both_engines! {
+/// A test that passed before the endpoint was disabled proves nothing of
+/// the subscriber now: saving it is 409 TEST_REQUIRED and enables nothing;
+/// a test run after the disable does.
+async fn only_a_test_passed_after_the_disable_enables_again() {
+    let (app, org, receiver, _) = setup(&[]).await;
+    let early = run_test(&app, &org, &receiver.url, &["task.created"])
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(early["passed"], json!(true), "{early}");
+    let (_, disabled, _) = answer_gone(&app, &org, &receiver, "gone").await;
+    put_webhook(&app, &org, &org.owner_token, &early["test_id"])
+        .await
+        .problem(409, "TEST_REQUIRED");
+    assert_eq!(endpoint(&app, &org).await, disabled, "still disabled");
+    let late = run_test(&app, &org, &receiver.url, &["task.created"])
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(late["passed"], json!(true), "{late}");
+    put_webhook(&app, &org, &org.owner_token, &late["test_id"])
+        .await
+        .expect(200);
+    assert_enabled(&endpoint(&app, &org).await);
 }
 }

@@ -37,6 +37,16 @@ pub fn save_webhook(
         }
     };
     let now = Timestamp::now();
+    // A disabled endpoint is enabled only by a test that passed after it
+    // was disabled: one from before proves nothing of the subscriber now.
+    if let Some(disabled) = state.webhook.as_ref().and_then(|w| w.disabled) {
+        let elapsed = i64::try_from(test.passed_at.elapsed().as_millis()).unwrap_or(i64::MAX);
+        if now.millis().saturating_sub(elapsed) < disabled.at.millis() {
+            return Err(ApiError::TestRequired(
+                "the endpoint was disabled after this test passed; test it again",
+            ));
+        }
+    }
     let saved = WebhookEndpoint {
         organization_id: state.id(),
         url: test.url.clone(),
@@ -124,8 +134,28 @@ pub fn delete_webhook(state: &OrgState, caller: Caller, needs: Needs) -> Result<
     })
 }
 
-/// What delivery learned of an endpoint's health, for the endpoint saved
-/// at `endpoint_created_at` (a later one, saved anew, is not judged by it).
+/// Which save of an endpoint an attempt was made at: a later save (a new
+/// URL, a new secret, or the endpoint removed and saved anew) is not judged
+/// by what an attempt at an earlier one found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Generation {
+    /// When the endpoint was first saved.
+    pub created_at: Timestamp,
+    /// When it was last saved or rotated (health records leave it).
+    pub updated_at: Timestamp,
+}
+
+impl Generation {
+    /// `endpoint`'s.
+    pub fn of(endpoint: &WebhookEndpoint) -> Self {
+        Generation {
+            created_at: endpoint.created_at,
+            updated_at: endpoint.updated_at,
+        }
+    }
+}
+
+/// What delivery learned of an endpoint's health.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Health {
     /// Stop deliveries (410 Gone, or a failing run long enough).
@@ -134,19 +164,19 @@ pub enum Health {
     FailingSince(Option<Timestamp>),
 }
 
-/// Records `health` of the endpoint saved at `endpoint_created_at`: a
-/// disable (audited as `webhook.disabled`, with no actor) or the start or
-/// end of a failing run. Nothing when the endpoint is gone, another one,
+/// Records `health` of the endpoint's save `generation`: a disable
+/// (audited as `webhook.disabled`, with no actor) or the start or end of a
+/// failing run. Nothing when the endpoint is gone, saved again since,
 /// already disabled, or already so.
 pub fn record_health(
     state: &OrgState,
-    endpoint_created_at: Timestamp,
+    generation: Generation,
     health: Health,
 ) -> Result<Change, ApiError> {
     let Some(current) = state
         .webhook
         .as_deref()
-        .filter(|w| w.created_at == endpoint_created_at && w.disabled.is_none())
+        .filter(|w| Generation::of(w) == generation && w.disabled.is_none())
     else {
         return Ok(Change::none(Reply::Deleted));
     };
