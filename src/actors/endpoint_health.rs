@@ -132,6 +132,9 @@ enum Stored {
 pub struct Runs {
     limit: FailingLimit,
     runs: HashMap<OrgId, Run>,
+    /// Organizations whose run's end is being written: the successes that
+    /// follow, until it lands, need not ask again.
+    ending: std::collections::HashSet<OrgId>,
 }
 
 impl Runs {
@@ -140,6 +143,7 @@ impl Runs {
         Runs {
             limit,
             runs: HashMap::new(),
+            ending: std::collections::HashSet::new(),
         }
     }
 
@@ -153,9 +157,7 @@ impl Runs {
             }
             Verdict::Succeeded => {
                 self.runs.remove(&attempt.org);
-                attempt
-                    .failing_since
-                    .is_some()
+                (attempt.failing_since.is_some() && self.ending.insert(attempt.org))
                     .then_some(Health::FailingSince(None))
             }
             Verdict::Failed => {
@@ -192,6 +194,9 @@ impl Runs {
                 if let Some(run) = self.runs.get_mut(&org) {
                     run.stored = if written { Stored::Yes } else { Stored::No };
                 }
+            }
+            (Health::FailingSince(None), _) => {
+                self.ending.remove(&org);
             }
             _ => {}
         }
@@ -496,6 +501,30 @@ mod tests {
             runs.judge(&attempt(Verdict::Failed, 1_600, None), Timestamp(1_600)),
             disabled(DisabledReason::Failing, 1_600),
             "asked again"
+        );
+    }
+
+    #[test]
+    fn the_successes_after_a_run_ask_once_to_end_it() {
+        let mut runs = runs(1_000, 2);
+        let ended = Some(Health::FailingSince(None));
+        assert_eq!(
+            runs.judge(&attempt(Verdict::Succeeded, 10, Some(0)), Timestamp(10)),
+            ended
+        );
+        assert_eq!(
+            runs.judge(&attempt(Verdict::Succeeded, 11, Some(0)), Timestamp(11)),
+            None
+        );
+        runs.recorded(ORG, Health::FailingSince(None), false);
+        assert_eq!(
+            runs.judge(&attempt(Verdict::Succeeded, 12, Some(0)), Timestamp(12)),
+            ended,
+            "asked again once the first answer came"
+        );
+        assert_eq!(
+            runs.judge(&attempt(Verdict::Succeeded, 13, None), Timestamp(13)),
+            None
         );
     }
 

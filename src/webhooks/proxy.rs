@@ -128,7 +128,9 @@ fn host_and_port(authority: &str) -> Result<String, ProxyUrlError> {
         _ => (authority, "80"),
     };
     let port: u16 = port.parse().map_err(|_| bad)?;
-    if host.is_empty() || port == 0 {
+    // An IPv6 literal must be in brackets, so that its port can be told.
+    let bracketed = host.starts_with('[') && host.ends_with(']');
+    if host.is_empty() || port == 0 || (host.contains(':') && !bracketed) {
         return Err(bad);
     }
     Ok(format!("{host}:{port}"))
@@ -379,6 +381,7 @@ mod tests {
             "http://u:secret@:3128",
             "http://proxy:3128/path",
             "http://u:%zz@proxy:3128",
+            "http://::1:3128",
         ] {
             let err = ProxySettings::parse(bad, &[]).err();
             let said = err.map(|e| e.to_string()).unwrap_or_default();
