@@ -288,14 +288,6 @@ impl WebhookConfig {
         Duration::from_millis(self.retry_delay_ms)
     }
 
-    /// When a failing run disables its endpoint.
-    pub fn failing_limit(&self) -> crate::actors::endpoint_health::FailingLimit {
-        crate::actors::endpoint_health::FailingLimit {
-            lasting: Duration::from_millis(self.disable_after_failing_ms),
-            attempts: self.disable_after_failures,
-        }
-    }
-
     /// How long a delivery lease lasts unless renewed (at least 30 ms).
     pub fn lease(&self) -> Duration {
         Duration::from_millis(self.lease_ms.max(30))

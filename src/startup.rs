@@ -19,7 +19,7 @@ use crate::accounts::Accounts;
 use crate::actors::delivery::DeliveryActor;
 use crate::actors::dispatcher::Dispatcher;
 use crate::actors::dispatcher::ReleaseLeases;
-use crate::actors::endpoint_health::{Attempted, EndpointHealth};
+use crate::actors::endpoint_health::{Attempted, EndpointHealth, FailingLimit};
 use crate::actors::fair_queue::Limits;
 use crate::actors::handoff::Handoff;
 use crate::actors::log::LogActor;
@@ -264,7 +264,10 @@ impl Application {
             commit.clone(),
             registry.clone(),
             metrics.clone(),
-            hooks.failing_limit(),
+            FailingLimit {
+                lasting: Duration::from_millis(hooks.disable_after_failing_ms),
+                attempts: hooks.disable_after_failures,
+            },
         ));
         let role_expiry = RoleExpiry::new(
             commit.clone(),

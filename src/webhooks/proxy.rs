@@ -24,8 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::secrets::Secret;
-use crate::webhooks::address_policy::is_public;
-use crate::webhooks::url::{literal_address, Unresolvable};
+use crate::webhooks::url::{literal_address, proxied_host_allowed};
 
 /// Longest proxy answer to `CONNECT` read (status line and headers).
 const ANSWER_MAX: usize = 8 * 1024;
@@ -203,37 +202,6 @@ where
     }
 }
 
-/// The policy's word on `host` before anything is sent through the proxy.
-/// The proxy resolves the name again and may pick any of its addresses, so
-/// a name that resolves here is refused unless every address is one the
-/// policy allows (without a proxy, the refused ones are only skipped). A
-/// name that does not resolve here is the proxy's to resolve, except the
-/// `localhost` names. (Address literals are judged with the URL.)
-pub async fn proxied_host_allowed(
-    host: &str,
-    port: u16,
-    allow_private_networks: bool,
-) -> Result<(), Unresolvable> {
-    if literal_address(host).is_some() || allow_private_networks {
-        return Ok(());
-    }
-    match tokio::net::lookup_host((host, port)).await {
-        Ok(addresses) => {
-            let addresses: Vec<_> = addresses.collect();
-            if !addresses.is_empty() && addresses.iter().all(|a| is_public(a.ip())) {
-                Ok(())
-            } else {
-                Err(Unresolvable::Refused(host.to_owned()))
-            }
-        }
-        Err(_) if !is_localhost_name(host) => Ok(()),
-        Err(source) => Err(Unresolvable::Lookup {
-            host: host.to_owned(),
-            source,
-        }),
-    }
-}
-
 /// [`proxied_host_allowed`], for the connector.
 async fn judge(host: &str, port: u16, allow_private_networks: bool) -> Result<(), ConnectError> {
     proxied_host_allowed(host, port, allow_private_networks)
@@ -245,12 +213,6 @@ async fn judge(host: &str, port: u16, allow_private_networks: bool) -> Result<()
                     .into(),
             )
         })
-}
-
-/// `localhost` and the names under it, which always mean this machine.
-fn is_localhost_name(host: &str) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    host == "localhost" || host.ends_with(".localhost")
 }
 
 /// Whether an attempt's error is a failure of the proxy's own hop (not of

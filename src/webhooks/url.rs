@@ -170,7 +170,7 @@ impl Unresolvable {
 /// Refuses a URL whose host name does not resolve, or resolves only to
 /// addresses the policy refuses (CONTRACT §1 and §11: 400 INVALID_URL, one
 /// wording for both). When the name is reached through an egress proxy
-/// (`proxied`), see [`crate::webhooks::proxy::proxied_host_allowed`].
+/// (`proxied`), see [`proxied_host_allowed`].
 /// Attempts resolve the name again when they connect.
 pub async fn check_resolution(
     url: &WebhookUrl,
@@ -181,14 +181,50 @@ pub async fn check_resolution(
         return Ok(());
     };
     let allowed = if proxied {
-        crate::webhooks::proxy::proxied_host_allowed(name, url.port, policy.allow_private_networks)
-            .await
+        proxied_host_allowed(name, url.port, policy.allow_private_networks).await
     } else {
         allowed_addresses(name, url.port, policy.allow_private_networks)
             .await
             .map(drop)
     };
     allowed.map_err(|unusable| unusable.reported("a webhook URL check"))
+}
+
+/// The policy's word on `host` before anything is sent through the proxy.
+/// The proxy resolves the name again and may pick any of its addresses, so
+/// a name that resolves here is refused unless every address is one the
+/// policy allows (without a proxy, the refused ones are only skipped). A
+/// name that does not resolve here is the proxy's to resolve, except the
+/// `localhost` names. (Address literals are judged with the URL.)
+pub async fn proxied_host_allowed(
+    host: &str,
+    port: u16,
+    allow_private_networks: bool,
+) -> Result<(), Unresolvable> {
+    if literal_address(host).is_some() || allow_private_networks {
+        return Ok(());
+    }
+    match tokio::net::lookup_host((host, port)).await {
+        Ok(addresses) => {
+            let addresses: Vec<_> = addresses.collect();
+            if !addresses.is_empty() && addresses.iter().all(|a| is_public(a.ip())) {
+                Ok(())
+            } else {
+                Err(Unresolvable::Refused(host.to_owned()))
+            }
+        }
+        Err(_) if !is_localhost_name(host) => Ok(()),
+        Err(source) => Err(Unresolvable::Lookup {
+            host: host.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// `localhost` and the names under it, which always mean this machine.
+fn is_localhost_name(host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    host == "localhost" || host.ends_with(".localhost")
 }
 
 /// A DNS host name: dot-separated labels of 1..=63 letters, digits and
