@@ -1255,9 +1255,20 @@ async fn an_endpoint_disabled_on_one_node_is_disabled_for_the_others_next_attemp
     assert!(skipped
         .iter()
         .all(|r| r["error"] == json!("endpoint disabled")));
+    // The delivery that got the 410 is not attempted again: what follows
+    // its 410 in the log is one record not sent. (Its attempt number is 2
+    // when its retry comes due; on a shared queue the read that follows
+    // the disable can also find the delivery's row before its retry is
+    // written, and log it as attempt 1: a known imprecision of the log,
+    // which sends nothing either way.)
+    let gone = log
+        .iter()
+        .find(|r| r["response_code"] == json!(410))
+        .expect("the 410 attempt is logged");
     let dropped: Vec<_> = log
         .iter()
-        .filter(|r| r["outcome"] == json!("failed") && r["attempt"] == json!(2))
+        .filter(|r| r["delivery_id"] == gone["delivery_id"] && r["outcome"] == json!("failed"))
+        .filter(|r| r["error"] == json!("endpoint disabled"))
         .collect();
     assert_eq!(dropped.len(), 1, "the retry is dropped: {log:?}");
     assert_eq!(dropped[0]["response_code"], json!(null));
