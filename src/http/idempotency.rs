@@ -285,7 +285,7 @@ async fn live_token(ctx: &AppContext, req: &ServiceRequest) -> Result<Option<[u8
         });
         live
     } else {
-        ctx.accounts.user_for_token(token).is_some()
+        ctx.accounts.user_for_digest(&digest).is_some()
     };
     Ok(live.then_some(digest))
 }

@@ -63,8 +63,12 @@ impl AccountTable {
     /// The user a presented token acts as; `None` when unknown or revoked.
     #[inline]
     pub fn user_for_token(&self, token: &str) -> Option<UserId> {
-        let digest = sha256(token.as_bytes());
-        self.read().tokens.get(&digest).map(|t| t.user_id)
+        self.user_for_digest(&sha256(token.as_bytes()))
+    }
+
+    /// The user of the token whose SHA-256 is `digest`, if it is live.
+    pub fn user_for_digest(&self, digest: &[u8; 32]) -> Option<UserId> {
+        self.read().tokens.get(digest).map(|t| t.user_id)
     }
 
     /// A user by id.

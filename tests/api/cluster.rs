@@ -1202,8 +1202,15 @@ async fn an_endpoint_disabled_on_one_node_is_disabled_for_the_others_next_attemp
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::endpoint_disabled") else {
         return;
     };
-    let (Pair { a, b, url, .. }, org, owner, receiver, _) =
-        hooked_pair(&databases, &[("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "300")]).await;
+    let (
+        Pair {
+            a, b, url, outputs, ..
+        },
+        org,
+        owner,
+        receiver,
+        _,
+    ) = hooked_pair(&databases, &[("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "300")]).await;
     receiver.script(vec![Behavior::status(410)]);
     b.post(&format!("{org}/tasks"), &owner, json!({"title": "gone"}))
         .await
@@ -1288,4 +1295,17 @@ async fn an_endpoint_disabled_on_one_node_is_disabled_for_the_others_next_attemp
         org.trim_start_matches("/organizations/"),
     );
     assert_eq!(disabled.as_deref(), Some("gone"));
+    // One node says so in its log, once, without the endpoint's URL.
+    let warnings: Vec<String> = outputs
+        .iter()
+        .flat_map(|output| output.stdout.lock().expect("lines").clone())
+        .filter(|line| line.contains("webhook endpoint disabled"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("\"WARN\"") && warnings[0].contains("\"reason\":\"gone\""),
+        "{}",
+        warnings[0]
+    );
+    assert!(!warnings[0].contains(&receiver.url), "{}", warnings[0]);
 }

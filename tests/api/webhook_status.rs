@@ -170,6 +170,26 @@ async fn answer_gone(
     (before, after, gone)
 }
 
+/// Creates the task `title` and waits until the subscriber got it (attempt
+/// 1, signed with `secret`) and the log says it succeeded.
+async fn delivered(app: &TestApp, org: &Org, receiver: &TestReceiver, title: &str, secret: &str) {
+    create_task(app, org, title).await;
+    let got = eventually(WAIT, "the task delivered", || async {
+        of_task(receiver, title).into_iter().next()
+    })
+    .await;
+    assert_delivery(&got, "task.created", 1, secret);
+    let delivery = got.header("x-service-delivery");
+    wait_log(
+        app,
+        org,
+        "&outcome=succeeded",
+        "the delivery succeeded",
+        |r| r["delivery_id"] == json!(delivery),
+    )
+    .await;
+}
+
 /// Waits until the log holds the 410 attempt of `delivery` and its retry,
 /// dropped; returns (attempt 1, retry).
 async fn gone_and_dropped(app: &TestApp, org: &Org, delivery: &str) -> (Value, Value) {
@@ -366,17 +386,7 @@ async fn a_preflight_410_disables_nothing() {
 
     // Events are still delivered.
     receiver.set(Behavior::ok());
-    create_task(&app, &org, "still delivered").await;
-    let delivered = eventually(WAIT, "the task delivered", || async {
-        of_task(&receiver, "still delivered").into_iter().next()
-    })
-    .await;
-    assert_delivery(&delivered, "task.created", 1, &secret);
-    let delivery = delivered.header("x-service-delivery");
-    wait_log(&app, &org, "&outcome=succeeded", "the delivery succeeded", |r| {
-        r["delivery_id"] == json!(delivery)
-    })
-    .await;
+    delivered(&app, &org, &receiver, "still delivered", &secret).await;
     assert_eq!(endpoint(&app, &org).await, saved);
     assert_eq!(audited(&app, &org, "webhook.disabled").await, Vec::<Value>::new());
     assert_eq!(disabled_total(&app, "gone").await.unwrap_or(0.0), 0.0);
@@ -439,17 +449,7 @@ async fn test_and_save_enable_again_and_recover_resends_what_was_skipped() {
     assert_eq!(audited(&app, &org, "webhook.disabled").await.len(), 1);
 
     // Events are delivered again.
-    create_task(&app, &org, "back").await;
-    let back = eventually(WAIT, "the task delivered", || async {
-        of_task(&receiver, "back").into_iter().next()
-    })
-    .await;
-    assert_delivery(&back, "task.created", 1, &secret);
-    let back_delivery = back.header("x-service-delivery");
-    wait_log(&app, &org, "&outcome=succeeded", "the delivery succeeded", |r| {
-        r["delivery_id"] == json!(back_delivery)
-    })
-    .await;
+    delivered(&app, &org, &receiver, "back", &secret).await;
 
     // Recover from before the outage: the three lost tasks (the 410 one,
     // failed, and the two skipped as disabled), not the unsubscribed event.
