@@ -283,7 +283,15 @@ async fn assert_kept(
         .iter()
         .filter_map(|t| t["title"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(stored.len(), acknowledged.len(), "only acknowledged tasks");
+    let unacknowledged: Vec<&String> = stored
+        .iter()
+        .filter(|title| !acknowledged.iter().any(|(_, t)| t == *title))
+        .collect();
+    assert_eq!(
+        stored.len(),
+        acknowledged.len(),
+        "only acknowledged tasks; stored but not acknowledged: {unacknowledged:?}"
+    );
     assert!(!stored.iter().any(|t| t == "refused"));
     let org = server
         .get(&format!("/organizations/{org}"), token)

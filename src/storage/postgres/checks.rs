@@ -49,9 +49,15 @@ pub struct Checks {
 }
 
 impl Checks {
-    /// Starts the checking task on `io`.
-    pub fn start(io: &IoThread, database: Database) -> Self {
-        let queue = batcher::start(io, IN_FLIGHT, MOST_CHECKS, move |batch| {
+    /// Starts the checking task on `io`, each query waiting up to `window`
+    /// for more requests when the node is busy (see [`batcher`]).
+    pub fn start(io: &IoThread, database: Database, window: std::time::Duration) -> Self {
+        let shape = batcher::Shape {
+            in_flight: IN_FLIGHT,
+            most: MOST_CHECKS,
+            window,
+        };
+        let queue = batcher::start(io, shape, move |batch| {
             let database = database.clone();
             async move { check_batch(&database, batch).await }
         });

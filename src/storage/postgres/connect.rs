@@ -29,6 +29,9 @@ pub struct Settings {
     pub connect_timeout: Duration,
     /// Longest a statement, or a round of them, may take.
     pub statement_timeout: Duration,
+    /// How long a busy node's commits and per-request checks wait to share
+    /// one statement (`storage.group_commit_window_us`).
+    pub batch_window: Duration,
 }
 
 impl Settings {
@@ -48,6 +51,7 @@ impl Settings {
             background_pool: config.postgres_background_pool.max(1),
             connect_timeout: Duration::from_millis(config.postgres_connect_timeout_ms.max(1)),
             statement_timeout: Duration::from_millis(config.postgres_statement_timeout_ms.max(1)),
+            batch_window: Duration::from_micros(config.group_commit_window_us),
         })
     }
 }
@@ -357,6 +361,7 @@ mod tests {
             background_pool: 2,
             connect_timeout: Duration::from_secs(3),
             statement_timeout: Duration::from_millis(2500),
+            batch_window: Duration::ZERO,
         };
         let Ok((config, _)) = client_config(&settings) else {
             panic!("the URL parses")
@@ -379,6 +384,7 @@ mod tests {
                 background_pool: 1,
                 connect_timeout: Duration::from_secs(1),
                 statement_timeout: Duration::from_secs(1),
+                batch_window: Duration::ZERO,
             };
             client_config(&settings).map(|(config, _)| config.get_ssl_mode())
         };

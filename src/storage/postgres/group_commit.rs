@@ -31,14 +31,21 @@ pub struct GroupCommit {
 
 impl GroupCommit {
     /// Starts the committing task on `io`, with at most `in_flight`
-    /// transactions at once.
+    /// transactions at once, each waiting up to `window` for more writers
+    /// when the node is busy (see [`batcher`]).
     pub fn start(
         io: &IoThread,
         database: Database,
         key: Option<SealingKey>,
         in_flight: usize,
+        window: std::time::Duration,
     ) -> Self {
-        let queue = batcher::start(io, in_flight, MOST_WRITERS, move |batch| {
+        let shape = batcher::Shape {
+            in_flight,
+            most: MOST_WRITERS,
+            window,
+        };
+        let queue = batcher::start(io, shape, move |batch| {
             let (database, key) = (database.clone(), key.clone());
             async move { commit_batch(&database, key.as_ref(), batch).await }
         });

@@ -121,8 +121,9 @@ impl PgStore {
         // Half the pool for shared transactions, the rest for reads and
         // read-modify-writes.
         let in_flight = (settings.pool / 2).clamp(1, 8);
-        let committer = GroupCommit::start(&io, database.clone(), key.clone(), in_flight);
-        let checks = checks::Checks::start(&io, database.clone());
+        let window = settings.batch_window;
+        let committer = GroupCommit::start(&io, database.clone(), key.clone(), in_flight, window);
+        let checks = checks::Checks::start(&io, database.clone(), window);
         let upkeep = upkeep::LogUpkeep::start(&io, background.clone());
         Ok(PgStore {
             database,

@@ -79,7 +79,12 @@ impl LogUpkeep {
     /// Starts the task that runs passes on `io`, on `database` (the
     /// background connections), one statement at a time.
     pub fn start(io: &IoThread, database: Database) -> Self {
-        let queue = batcher::start(io, 1, MOST_PASSES, move |batch| {
+        let shape = batcher::Shape {
+            in_flight: 1,
+            most: MOST_PASSES,
+            window: std::time::Duration::ZERO,
+        };
+        let queue = batcher::start(io, shape, move |batch| {
             let database = database.clone();
             async move { run(&database, batch).await }
         });
