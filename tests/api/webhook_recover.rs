@@ -59,7 +59,8 @@ fn of_task<'a>(received: &'a [Received], id: &Value) -> Vec<&'a Received> {
         .collect()
 }
 
-async fn recover(app: &TestApp, org: &Org, body: Value) -> crate::helpers::Reply {
+/// `POST …/webhook/recover` with `body`, as the owner.
+pub async fn recover(app: &TestApp, org: &Org, body: Value) -> crate::helpers::Reply {
     app.post(&org.path("/webhook/recover"), &org.owner_token, body)
         .await
 }

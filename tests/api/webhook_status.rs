@@ -20,6 +20,7 @@ use crate::webhook_delivery::{
     assert_delivery, is_rfc3339_millis, of_event, put_webhook, run_test, wait_log, WAIT,
 };
 use crate::webhook_log::{config, log_until};
+use crate::webhook_recover::recover;
 
 /// How long to keep watching for something that must not happen.
 const QUIET: Duration = Duration::from_millis(700);
@@ -454,12 +455,7 @@ async fn test_and_save_enable_again_and_recover_resends_what_was_skipped() {
     // Recover from before the outage: the three lost tasks (the 410 one,
     // failed, and the two skipped as disabled), not the unsubscribed event.
     let sent = receiver.received().len();
-    let answer = app
-        .post(
-            &org.path("/webhook/recover"),
-            &org.owner_token,
-            json!({"since": since}),
-        )
+    let answer = recover(&app, &org, json!({"since": since}))
         .await
         .expect(202)
         .json();
@@ -495,12 +491,7 @@ async fn test_and_save_enable_again_and_recover_resends_what_was_skipped() {
     actix_web::rt::time::sleep(QUIET).await;
     assert_eq!(receiver.received().len(), sent + 3);
     assert!(of_event(&receiver, "member.added").is_empty());
-    let again = app
-        .post(
-            &org.path("/webhook/recover"),
-            &org.owner_token,
-            json!({"since": since}),
-        )
+    let again = recover(&app, &org, json!({"since": since}))
         .await
         .expect(202)
         .json();

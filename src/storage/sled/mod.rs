@@ -603,13 +603,11 @@ fn endpoint_status(engine: &Engine) -> Result<(), StoreError> {
         updated_at: crate::time::Timestamp,
     }
     let tree = engine.tree(TreeName::Webhooks);
-    let mut rewritten = 0;
-    for entry in tree.iter() {
-        let (key, value) = entry.map_err(StoreError::engine)?;
-        if decode::<WebhookEndpoint>(&value).is_ok() {
-            continue;
+    let rewritten = rows_into(tree, tree, |value| {
+        if decode::<WebhookEndpoint>(value).is_ok() {
+            return Ok(None);
         }
-        let before: Before = decode(&value)?;
+        let before: Before = decode(value)?;
         let endpoint = WebhookEndpoint {
             organization_id: before.organization_id,
             url: before.url,
@@ -620,10 +618,9 @@ fn endpoint_status(engine: &Engine) -> Result<(), StoreError> {
             disabled: None,
             failing_since: None,
         };
-        tree.insert(key, codec::encode(&endpoint)?)
-            .map_err(StoreError::engine)?;
-        rewritten += 1;
-    }
+        let key = endpoint.organization_id.as_bytes().to_vec();
+        Ok(Some((key, codec::encode(&endpoint)?)))
+    })?;
     engine.db.flush().map_err(StoreError::engine)?;
     if rewritten > 0 {
         tracing::info!(
