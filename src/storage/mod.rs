@@ -85,6 +85,11 @@ pub enum StoreError {
     /// has changed since: reload it and decide again.
     #[error("the organization changed meanwhile: {0}")]
     Stale(String),
+    /// PostgreSQL stopped the statement as a deadlock or a serialization
+    /// conflict with another one: it had no effect, and running it again
+    /// may succeed (after the retries of [`postgres`] it is a 503).
+    #[error("the database stopped the statement as a conflict with another: {0}")]
+    Conflict(String),
     /// The store is out of service until it recovers (it is being reopened
     /// after a failure, or the database cannot be reached); says why.
     #[error("the store is unavailable: {0}")]
@@ -185,6 +190,7 @@ impl From<StoreError> for ApiError {
             | StoreError::Closed
             | StoreError::Unavailable(_)
             | StoreError::Stale(_)
+            | StoreError::Conflict(_)
             | StoreError::DiskFull { .. }
             | StoreError::Io(_) => ApiError::StorageUnavailable(Box::new(err)),
             StoreError::Unconfirmed(_) => ApiError::StorageUnconfirmed(Box::new(err)),

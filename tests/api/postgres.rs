@@ -803,3 +803,92 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
         .json();
     assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
 }
+
+/// Lease statements that run at once on overlapping organizations (a
+/// claim for new jobs beside a renewal, a release beside a claim) lock
+/// their rows in one order, so they wait for each other instead of
+/// deadlocking: a deadlock costs PostgreSQL's `deadlock_timeout` (1 s) of
+/// stalled deliveries and fails one of the statements.
+#[actix_web::test]
+async fn lease_statements_on_overlapping_organizations_never_deadlock() {
+    use rolecall::ids::OrgId;
+    use rolecall::storage::postgres::Settings;
+    use rolecall::storage::PgStore;
+
+    let Some((url, _engine, _dir)) = database("postgres::lease_deadlocks") else {
+        return;
+    };
+    let settings = Settings {
+        url: url.clone(),
+        pool: 2,
+        background_pool: 8,
+        connect_timeout: Duration::from_secs(5),
+        statement_timeout: Duration::from_secs(10),
+        batch_window: Duration::ZERO,
+    };
+    let store = PgStore::open(&settings, None)
+        .await
+        .expect("the store opens");
+    let orgs: Vec<OrgId> = texts(
+        &url,
+        "INSERT INTO delivery_leases (organization_id) \
+         SELECT gen_random_uuid() FROM generate_series(1, 24) RETURNING organization_id::text",
+    )
+    .iter()
+    .map(|id| OrgId(id.parse().expect("a uuid")))
+    .collect();
+    let queue = store.shared_queue(Duration::from_secs(30));
+    let held = queue.claim(&orgs).await.expect("the first claim");
+    assert_eq!(held.len(), orgs.len(), "every lease was free");
+
+    let mut reversed = orgs.clone();
+    reversed.reverse();
+    let mut tasks = Vec::new();
+    for (turn, order) in [orgs.clone(), reversed.clone(), orgs.clone(), reversed]
+        .into_iter()
+        .enumerate()
+    {
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            for round in 0..60 {
+                let outcome = match (turn + round) % 3 {
+                    0 => queue.claim(&order).await.map(drop),
+                    1 => {
+                        let held = queue.claim(&order).await;
+                        match held {
+                            Ok(mut held) => {
+                                held.sort_by_key(|lease| std::cmp::Reverse(lease.org));
+                                queue.renew(&held).await.map(drop)
+                            }
+                            Err(err) => Err(err),
+                        }
+                    }
+                    _ => match queue.claim(&order).await {
+                        Ok(held) => queue.release(&held).await,
+                        Err(err) => Err(err),
+                    },
+                };
+                if let Err(err) = outcome {
+                    failures.push(rolecall::telemetry::cause_chain(&err).to_string());
+                }
+            }
+            failures
+        }));
+    }
+    let mut failures = Vec::new();
+    for task in tasks {
+        failures.extend(task.await.expect("the task runs"));
+    }
+    let deadlocks = texts(
+        &url,
+        "SELECT deadlocks::text FROM pg_stat_database WHERE datname = current_database()",
+    );
+    assert_eq!(failures, Vec::<String>::new(), "no lease statement failed");
+    assert_eq!(
+        deadlocks,
+        vec!["0".to_owned()],
+        "PostgreSQL saw no deadlock"
+    );
+    store.close();
+}

@@ -373,6 +373,10 @@ pub fn statements<'w>(
         let revision = revisions.remove(id).unwrap_or(0);
         tables.orgs.revision.push(revision);
     }
+    // In a fixed order, so that concurrent transactions lock the
+    // organizations' rows in the same order.
+    let mut revisions: Vec<(Uuid, i64)> = revisions.into_iter().collect();
+    revisions.sort_unstable();
     for (org, next) in revisions {
         tables.revisions.org.push(org);
         tables.revisions.next.push(next);

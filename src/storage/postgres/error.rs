@@ -11,6 +11,10 @@ const MEMBER_KEPT: &str = "RC002";
 const KIND_KEPT: &str = "RC003";
 /// SQLSTATE of the organization revision guard (`organizations_revision_guard`).
 const STALE: &str = "RC004";
+/// SQLSTATEs of a statement stopped for another's sake: a deadlock, a
+/// serialization failure.
+const DEADLOCK: &str = "40P01";
+const SERIALIZATION: &str = "40001";
 
 /// Maps a tokio-postgres error.
 pub fn from_pg(err: tokio_postgres::Error) -> StoreError {
@@ -27,6 +31,7 @@ pub fn from_pg(err: tokio_postgres::Error) -> StoreError {
         MEMBER_KEPT => StoreError::SystemRole,
         KIND_KEPT => StoreError::SystemRoleCount,
         STALE => StoreError::Stale(db.message().to_owned()),
+        DEADLOCK | SERIALIZATION => StoreError::Conflict(db.message().to_owned()),
         "23505" if db.constraint().is_some_and(|c| c.starts_with("roles_one_")) => {
             StoreError::SystemRoleCount
         }

@@ -8,6 +8,12 @@
 //! epoch, and so takes over every row the dead node held: the same rows,
 //! with their delivery ids, bodies and attempt numbers.
 //!
+//! A statement that changes several leases locks them first, in the order
+//! of their organization ids: statements that overlap (a claim beside a
+//! renewal, a release beside a claim) then wait for each other instead of
+//! deadlocking, which would stall both for PostgreSQL's `deadlock_timeout`
+//! and fail one.
+//!
 //! Nodes wake each other with `NOTIFY`: a node with new jobs of an
 //! organization another node holds tells that node, on its own channel;
 //! a stopping node tells every node which organizations it left with jobs
@@ -107,11 +113,15 @@ impl SharedQueue {
     /// wait.
     pub async fn claim(&self, orgs: &[OrgId]) -> Result<Vec<Lease>, StoreError> {
         const SQL: &str = "WITH wanted AS (SELECT DISTINCT unnest($1::uuid[]) AS id), \
+             locked AS ( \
+               SELECT l.organization_id FROM delivery_leases l JOIN wanted w ON l.organization_id = w.id \
+                WHERE l.node IS NULL OR l.until <= now() OR l.node = $2 \
+                ORDER BY l.organization_id FOR UPDATE OF l), \
              claimed AS ( \
                UPDATE delivery_leases l SET node = $2, epoch = l.epoch + 1, \
                       until = now() + $3::int8 * interval '1 millisecond' \
-                 FROM wanted w \
-                WHERE l.organization_id = w.id \
+                 FROM locked k \
+                WHERE l.organization_id = k.organization_id \
                   AND (l.node IS NULL OR l.until <= now() OR l.node = $2) \
                RETURNING l.organization_id, l.epoch), \
              told AS ( \
@@ -162,10 +172,15 @@ impl SharedQueue {
     /// Extends `held`; answers the organizations still held (any other was
     /// taken over: this node's lease had run out).
     pub async fn renew(&self, held: &[Lease]) -> Result<Vec<OrgId>, StoreError> {
-        const SQL: &str = "UPDATE delivery_leases l \
+        const SQL: &str = "WITH locked AS ( \
+               SELECT l.organization_id FROM delivery_leases l \
+                 JOIN unnest($3::uuid[], $4::int8[]) AS h(id, epoch) \
+                   ON l.organization_id = h.id AND l.epoch = h.epoch \
+                WHERE l.node = $1 ORDER BY l.organization_id FOR UPDATE OF l) \
+             UPDATE delivery_leases l \
                 SET until = now() + $2::int8 * interval '1 millisecond' \
-               FROM unnest($3::uuid[], $4::int8[]) AS h(id, epoch) \
-              WHERE l.organization_id = h.id AND l.epoch = h.epoch AND l.node = $1 \
+               FROM locked k \
+              WHERE l.organization_id = k.organization_id AND l.node = $1 \
              RETURNING l.organization_id";
         let (ids, epochs) = columns(held);
         let rows = self
@@ -185,9 +200,13 @@ impl SharedQueue {
     /// Gives up every lease this node holds (at shutdown), telling every
     /// node which of them have jobs waiting.
     pub async fn release_all(&self) -> Result<usize, StoreError> {
-        const SQL: &str = "WITH released AS ( \
-               UPDATE delivery_leases SET node = NULL, until = '-infinity' WHERE node = $1 \
-               RETURNING organization_id), \
+        const SQL: &str = "WITH locked AS ( \
+               SELECT organization_id FROM delivery_leases WHERE node = $1 \
+                ORDER BY organization_id FOR UPDATE), \
+             released AS ( \
+               UPDATE delivery_leases l SET node = NULL, until = '-infinity' FROM locked k \
+                WHERE l.organization_id = k.organization_id AND l.node = $1 \
+               RETURNING l.organization_id), \
              told AS ( \
                SELECT pg_notify($2, r.organization_id::text) FROM released r \
                 WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.organization_id = r.organization_id)) \
@@ -209,10 +228,14 @@ impl SharedQueue {
 
     /// Gives up `held`, telling every node which of them have jobs waiting.
     pub async fn release(&self, held: &[Lease]) -> Result<(), StoreError> {
-        const SQL: &str = "WITH released AS ( \
-               UPDATE delivery_leases l SET node = NULL, until = '-infinity' \
-                 FROM unnest($2::uuid[], $3::int8[]) AS h(id, epoch) \
-                WHERE l.organization_id = h.id AND l.epoch = h.epoch AND l.node = $1 \
+        const SQL: &str = "WITH locked AS ( \
+               SELECT l.organization_id FROM delivery_leases l \
+                 JOIN unnest($2::uuid[], $3::int8[]) AS h(id, epoch) \
+                   ON l.organization_id = h.id AND l.epoch = h.epoch \
+                WHERE l.node = $1 ORDER BY l.organization_id FOR UPDATE OF l), \
+             released AS ( \
+               UPDATE delivery_leases l SET node = NULL, until = '-infinity' FROM locked k \
+                WHERE l.organization_id = k.organization_id AND l.node = $1 \
                RETURNING l.organization_id), \
              told AS ( \
                SELECT pg_notify($4, r.organization_id::text) FROM released r \

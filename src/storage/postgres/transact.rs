@@ -62,34 +62,63 @@ impl Database {
         }
     }
 
-    /// Runs one query on a pooled connection within the timeout.
+    /// Runs one query (a transaction of its own) on a pooled connection
+    /// within the timeout, again when PostgreSQL stopped it as a conflict.
     pub async fn query(
         &self,
         what: &str,
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        self.with(what, async |client| query(client, sql, params).await)
-            .await
+        again_after_conflicts(move || {
+            self.with(what, async move |client| query(client, sql, params).await)
+        })
+        .await
     }
 
-    /// Commits `statements` in one transaction, in one round trip. One
-    /// whose answer is later than the timeout may have been committed
-    /// ([`StoreError::Unconfirmed`]).
+    /// Commits `statements` in one transaction, in one round trip, again
+    /// when PostgreSQL stopped it as a conflict. One whose answer is later
+    /// than the timeout may have been committed ([`StoreError::Unconfirmed`]).
     pub async fn transact(&self, statements: &[Statement]) -> Result<(), StoreError> {
         if statements.is_empty() {
             return Ok(());
         }
-        let client = self.connection().await?;
-        self.round_on(client, async |client| {
-            in_transaction(client, statements).await
+        again_after_conflicts(move || async move {
+            let client = self.connection().await?;
+            self.round_on(client, async |client| {
+                in_transaction(client, statements).await
+            })
+            .await
+            .unwrap_or_else(|| {
+                Err(StoreError::Unconfirmed(
+                    "PostgreSQL did not answer a transaction in time".into(),
+                ))
+            })
         })
         .await
-        .unwrap_or_else(|| {
-            Err(StoreError::Unconfirmed(
-                "PostgreSQL did not answer a transaction in time".into(),
-            ))
-        })
+    }
+}
+
+/// Runs of a transaction that PostgreSQL stopped as a deadlock or a
+/// serialization conflict, at most: such a transaction had no effect, and
+/// the one it conflicted with goes on, so running it again succeeds.
+const RUNS_AFTER_CONFLICTS: usize = 4;
+
+/// Runs `transaction` until it ends other than as a conflict, at most
+/// [`RUNS_AFTER_CONFLICTS`] times.
+async fn again_after_conflicts<T, F>(transaction: impl Fn() -> F) -> Result<T, StoreError>
+where
+    F: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let mut runs = 1;
+    loop {
+        match transaction().await {
+            Err(StoreError::Conflict(why)) if runs < RUNS_AFTER_CONFLICTS => {
+                tracing::debug!(%why, "PostgreSQL stopped a transaction as a conflict; running it again");
+                runs += 1;
+            }
+            outcome => return outcome,
+        }
     }
 }
 
@@ -163,5 +192,48 @@ fn sent_and_lost(err: tokio_postgres::Error) -> StoreError {
     match from_pg(err) {
         StoreError::Unavailable(why) => StoreError::Unconfirmed(why),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_transaction_stopped_as_a_conflict_runs_again_and_no_other_failure_does() {
+        let runs = Cell::new(0);
+        let succeeds_third = again_after_conflicts(|| {
+            runs.set(runs.get() + 1);
+            let run = runs.get();
+            async move {
+                if run < 3 {
+                    Err(StoreError::Conflict("deadlock detected".into()))
+                } else {
+                    Ok(run)
+                }
+            }
+        })
+        .await;
+        assert_eq!(succeeds_third.ok(), Some(3));
+
+        runs.set(0);
+        let always: Result<(), _> = again_after_conflicts(|| {
+            runs.set(runs.get() + 1);
+            async { Err(StoreError::Conflict("deadlock detected".into())) }
+        })
+        .await;
+        assert!(matches!(always, Err(StoreError::Conflict(_))));
+        assert_eq!(runs.get(), RUNS_AFTER_CONFLICTS, "a bounded number of runs");
+
+        runs.set(0);
+        let unavailable: Result<(), _> = again_after_conflicts(|| {
+            runs.set(runs.get() + 1);
+            async { Err(StoreError::Unavailable("down".into())) }
+        })
+        .await;
+        assert!(matches!(unavailable, Err(StoreError::Unavailable(_))));
+        assert_eq!(runs.get(), 1, "only conflicts run again");
     }
 }
