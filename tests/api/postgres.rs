@@ -892,3 +892,66 @@ async fn lease_statements_on_overlapping_organizations_never_deadlock() {
     );
     store.close();
 }
+
+/// Issue 30: the check every request makes against the shared store finds
+/// each row by primary key in the plan PostgreSQL keeps and in a plan made
+/// for the arrays at hand alike, with thousands of organizations: joined
+/// plainly, the kept plan read the whole organizations table on every
+/// check.
+#[test]
+fn the_per_request_check_finds_its_rows_by_key_in_every_plan() {
+    let Some((url, _engine, _dir)) = database("postgres::check_plan") else {
+        return;
+    };
+    let migrated = migrate(&url);
+    assert!(migrated.status.success(), "{migrated:?}");
+    admin(
+        &url,
+        "INSERT INTO organizations (id, name, plan, created_at, updated_at) \
+         SELECT gen_random_uuid(), 'org ' || i, 'free', now(), now() FROM generate_series(1, 3000) i; \
+         INSERT INTO users (id, email, email_folded, name, created_at) \
+         SELECT gen_random_uuid(), i || '@plan.test', i || '@plan.test', NULL, now() \
+           FROM generate_series(1, 3000) i; \
+         INSERT INTO tokens (sha256, id, user_id, kind, name, created_at) \
+         SELECT sha256(id::text::bytea), gen_random_uuid(), id, 'api', NULL, now() FROM users; \
+         ANALYZE organizations; ANALYZE users; ANALYZE tokens;"
+            .into(),
+    );
+    let tokens = texts(&url, "SELECT encode(sha256, 'hex') FROM tokens LIMIT 2");
+    let orgs = texts(&url, "SELECT id::text FROM organizations LIMIT 2");
+    let execute = format!(
+        "EXPLAIN EXECUTE check_plan(ARRAY[{}], ARRAY[{}])",
+        tokens
+            .iter()
+            .map(|hex| format!("decode('{hex}', 'hex')"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        orgs.iter()
+            .map(|id| format!("'{id}'::uuid"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for mode in ["force_generic_plan", "force_custom_plan"] {
+        let sql = format!(
+            "SET plan_cache_mode = {mode}; \
+             PREPARE check_plan (bytea[], uuid[]) AS {};",
+            rolecall::storage::postgres::CHECK_SQL
+        );
+        let execute = execute.clone();
+        let plan = on_database(&url, |client| async move {
+            client.batch_execute(&sql).await.expect("prepared");
+            let rows = client.query(&execute, &[]).await.expect("explained");
+            rows.iter()
+                .map(|row| row.get::<_, String>(0))
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        assert!(
+            !plan.contains("Seq Scan"),
+            "{mode}: no table read whole:\n{plan}"
+        );
+        for index in ["tokens_pkey", "users_pkey", "organizations_pkey"] {
+            assert!(plan.contains(index), "{mode}: {index} used:\n{plan}");
+        }
+    }
+}

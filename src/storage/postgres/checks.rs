@@ -28,12 +28,29 @@ const IN_FLIGHT: usize = 1;
 /// One row per request, in the order asked: the token's record and user
 /// (NULLs when it is unknown or revoked) and the organization's revision
 /// (NULL when there is none, or none was asked about).
-const SQL: &str = "SELECT k.i, t.id, t.user_id, t.kind, t.name, t.sha256, t.created_at, \
-     u.email, u.name AS user_name, u.created_at AS user_created_at, o.revision \
-     FROM unnest($1::bytea[], $2::uuid[]) WITH ORDINALITY AS k (sha256, org, i) \
-     LEFT JOIN tokens t ON t.sha256 = k.sha256 \
-     LEFT JOIN users u ON u.id = t.user_id \
-     LEFT JOIN organizations o ON o.id = k.org";
+///
+/// Its shape keeps one plan for every check, whatever the organizations:
+/// - each request's rows are found by primary key (a lateral subquery,
+///   kept apart by its LIMIT, and a scalar subquery), never by a join
+///   PostgreSQL may hash;
+/// - the arrays come in through scalar subqueries, so that a plan made
+///   for given arrays costs what the plan kept for any arrays costs, and
+///   PostgreSQL keeps that one.
+///
+/// Plainly joined, the plan kept hashed the requests and read the whole
+/// organizations table on every check, or the statement was planned again
+/// for every check (PostgreSQL judged a plan for the arrays at hand
+/// cheaper): with 2,000 organizations, 250 µs of database time per check
+/// instead of 16.
+pub const SQL: &str = "SELECT k.i, a.id, a.user_id, a.kind, a.name, a.sha256, a.created_at, \
+     a.email, a.user_name, a.user_created_at, \
+     (SELECT o.revision FROM organizations o WHERE o.id = k.org) AS revision \
+     FROM unnest((SELECT $1::bytea[]), (SELECT $2::uuid[])) WITH ORDINALITY AS k (sha256, org, i) \
+     LEFT JOIN LATERAL ( \
+       SELECT t.id, t.user_id, t.kind, t.name, t.sha256, t.created_at, \
+              u.email, u.name AS user_name, u.created_at AS user_created_at \
+         FROM tokens t JOIN users u ON u.id = t.user_id \
+        WHERE t.sha256 = k.sha256 LIMIT 1) a ON true";
 
 /// One request's check, and where its answer goes.
 struct Ask {

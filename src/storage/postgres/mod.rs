@@ -39,6 +39,7 @@ use error::from_pg;
 use group_commit::GroupCommit;
 use transact::{finish_transaction, prepared, Database};
 
+pub use checks::SQL as CHECK_SQL;
 pub use connect::{with_database, Settings};
 pub use import::Import;
 pub use leases::{Lease, Listening, SharedQueue, Wakeup};
