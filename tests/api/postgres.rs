@@ -893,65 +893,121 @@ async fn lease_statements_on_overlapping_organizations_never_deadlock() {
     store.close();
 }
 
-/// Issue 30: the check every request makes against the shared store finds
-/// each row by primary key in the plan PostgreSQL keeps and in a plan made
-/// for the arrays at hand alike, with thousands of organizations: joined
-/// plainly, the kept plan read the whole organizations table on every
-/// check.
-#[test]
-fn the_per_request_check_finds_its_rows_by_key_in_every_plan() {
-    let Some((url, _engine, _dir)) = database("postgres::check_plan") else {
-        return;
-    };
+/// The plans PostgreSQL makes for `sql`, prepared with `types`, run with
+/// `arguments` (SQL text): the plan it keeps for any arguments (generic)
+/// and one made for these (custom).
+fn plans_of(url: &str, types: &str, sql: &str, arguments: &str) -> Vec<(&'static str, String)> {
+    ["force_generic_plan", "force_custom_plan"]
+        .into_iter()
+        .map(|mode| {
+            let prepare =
+                format!("SET plan_cache_mode = {mode}; PREPARE planned ({types}) AS {sql};");
+            let explain = format!("EXPLAIN EXECUTE planned({arguments})");
+            let plan = on_database(url, |client| async move {
+                client.batch_execute(&prepare).await.expect("prepared");
+                let rows = client.query(&explain, &[]).await.expect("explained");
+                rows.iter()
+                    .map(|row| row.get::<_, String>(0))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+            (mode, plan)
+        })
+        .collect()
+}
+
+/// A database with 1,000 organizations, users with a token each, and
+/// delivery leases, half of them held by a node, analyzed.
+fn many_organizations(test: &str) -> Option<(String, Engine, tempfile::TempDir)> {
+    let (url, engine, dir) = database(test)?;
     let migrated = migrate(&url);
     assert!(migrated.status.success(), "{migrated:?}");
     admin(
         &url,
         "INSERT INTO organizations (id, name, plan, created_at, updated_at) \
-         SELECT gen_random_uuid(), 'org ' || i, 'free', now(), now() FROM generate_series(1, 3000) i; \
+         SELECT gen_random_uuid(), 'org ' || i, 'free', now(), now() FROM generate_series(1, 1000) i; \
          INSERT INTO users (id, email, email_folded, name, created_at) \
          SELECT gen_random_uuid(), i || '@plan.test', i || '@plan.test', NULL, now() \
-           FROM generate_series(1, 3000) i; \
+           FROM generate_series(1, 1000) i; \
          INSERT INTO tokens (sha256, id, user_id, kind, name, created_at) \
          SELECT sha256(id::text::bytea), gen_random_uuid(), id, 'api', NULL, now() FROM users; \
-         ANALYZE organizations; ANALYZE users; ANALYZE tokens;"
+         UPDATE delivery_leases SET node = '00000000-0000-0000-0000-00000000000a', epoch = 1, \
+                until = now() + interval '1 hour' \
+          WHERE organization_id IN (SELECT id FROM organizations ORDER BY id LIMIT 500); \
+         INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, created_at) \
+         SELECT id, gen_random_uuid(), 'task.created', '{}', 0, now(), now() FROM organizations; \
+         ANALYZE organizations; ANALYZE users; ANALYZE tokens; ANALYZE delivery_leases; ANALYZE outbox;"
             .into(),
     );
-    let tokens = texts(&url, "SELECT encode(sha256, 'hex') FROM tokens LIMIT 2");
-    let orgs = texts(&url, "SELECT id::text FROM organizations LIMIT 2");
-    let execute = format!(
-        "EXPLAIN EXECUTE check_plan(ARRAY[{}], ARRAY[{}])",
-        tokens
-            .iter()
-            .map(|hex| format!("decode('{hex}', 'hex')"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        orgs.iter()
-            .map(|id| format!("'{id}'::uuid"))
-            .collect::<Vec<_>>()
-            .join(", ")
+    Some((url, engine, dir))
+}
+
+/// `values` as an SQL array of `cast`.
+fn array_of(values: &[String], cast: &str) -> String {
+    let items: Vec<String> = values.iter().map(|v| format!("{v}::{cast}")).collect();
+    format!("ARRAY[{}]", items.join(", "))
+}
+
+/// Issue 30: the statements made for every request and every batch of
+/// events (the token-and-revision check, a read of waiting jobs) find
+/// their rows by primary key in the plan PostgreSQL keeps and in a plan
+/// made for the arguments at hand alike, with a thousand organizations.
+/// Joined plainly, the kept plans read the whole organizations or leases
+/// table on every call.
+#[test]
+fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
+    let Some((url, _engine, _dir)) = many_organizations("postgres::plans") else {
+        return;
+    };
+    let tokens: Vec<String> = texts(&url, "SELECT encode(sha256, 'hex') FROM tokens LIMIT 2")
+        .into_iter()
+        .map(|hex| format!("decode('{hex}', 'hex')"))
+        .collect();
+    let orgs: Vec<String> = texts(
+        &url,
+        "SELECT quote_literal(id) FROM organizations ORDER BY id LIMIT 2",
     );
-    for mode in ["force_generic_plan", "force_custom_plan"] {
-        let sql = format!(
-            "SET plan_cache_mode = {mode}; \
-             PREPARE check_plan (bytea[], uuid[]) AS {};",
-            rolecall::storage::postgres::CHECK_SQL
-        );
-        let execute = execute.clone();
-        let plan = on_database(&url, |client| async move {
-            client.batch_execute(&sql).await.expect("prepared");
-            let rows = client.query(&execute, &[]).await.expect("explained");
-            rows.iter()
-                .map(|row| row.get::<_, String>(0))
-                .collect::<Vec<_>>()
-                .join("\n")
-        });
+    let held = "'00000000-0000-0000-0000-00000000000a'::uuid";
+
+    let check = plans_of(
+        &url,
+        "bytea[], uuid[]",
+        rolecall::storage::postgres::CHECK_SQL,
+        &format!(
+            "{}, {}",
+            array_of(&tokens, "bytea"),
+            array_of(&orgs, "uuid")
+        ),
+    );
+    for (mode, plan) in &check {
         assert!(
             !plan.contains("Seq Scan"),
-            "{mode}: no table read whole:\n{plan}"
+            "check, {mode}: no table read whole:\n{plan}"
         );
         for index in ["tokens_pkey", "users_pkey", "organizations_pkey"] {
-            assert!(plan.contains(index), "{mode}: {index} used:\n{plan}");
+            assert!(plan.contains(index), "check, {mode}: {index} used:\n{plan}");
+        }
+    }
+
+    let claim_jobs = plans_of(
+        &url,
+        "uuid[], int8[], int8[], uuid, int8, int8[]",
+        &rolecall::storage::postgres::claim_jobs_sql(),
+        &format!(
+            "{}, ARRAY[1, 1]::int8[], ARRAY[16, 16]::int8[], {held}, 7, ARRAY[]::int8[]",
+            array_of(&orgs, "uuid")
+        ),
+    );
+    for (mode, plan) in &claim_jobs {
+        assert!(
+            !plan.contains("Seq Scan on delivery_leases"),
+            "claim of jobs, {mode}: the leases not read whole:\n{plan}"
+        );
+        for index in ["delivery_leases_pkey", "outbox_pkey"] {
+            assert!(
+                plan.contains(index),
+                "claim of jobs, {mode}: {index} used:\n{plan}"
+            );
         }
     }
 }

@@ -14,6 +14,14 @@
 //! deadlocking, which would stall both for PostgreSQL's `deadlock_timeout`
 //! and fail one.
 //!
+//! The statements made for every batch of events take their arrays through
+//! scalar subqueries, so that PostgreSQL keeps one plan for them instead of
+//! planning each call again (see `checks`). A read of waiting jobs finds
+//! each lease by primary key (a lateral subquery kept apart by its LIMIT);
+//! a claim names its leases with `= ANY` of the array instead of joining
+//! it, which PostgreSQL serves from the primary key, or, on a table of
+//! about a thousand leases or fewer, by reading it whole.
+//!
 //! Nodes wake each other with `NOTIFY`: a node with new jobs of an
 //! organization another node holds tells that node, on its own channel;
 //! a stopping node tells every node which organizations it left with jobs
@@ -71,6 +79,62 @@ pub enum Wakeup {
     Jobs(OrgId),
 }
 
+/// A node's claim of the leases of some organizations ($1) for itself
+/// ($2, lasting $3 ms): those nobody holds, whose holder stopped renewing,
+/// or that name it already, locked in organization order; the holders of
+/// the others are told, in the same statement, that jobs of theirs wait.
+/// Public for the test of its plans.
+pub const CLAIM_SQL: &str = "WITH locked AS ( \
+           SELECT organization_id FROM delivery_leases \
+            WHERE organization_id = ANY((SELECT $1::uuid[])::uuid[]) \
+              AND (node IS NULL OR until <= now() OR node = $2) \
+            ORDER BY organization_id FOR UPDATE), \
+         claimed AS ( \
+           UPDATE delivery_leases l SET node = $2, epoch = l.epoch + 1, \
+                  until = now() + $3::int8 * interval '1 millisecond' \
+            WHERE l.organization_id = ANY(ARRAY(SELECT organization_id FROM locked)) \
+              AND (l.node IS NULL OR l.until <= now() OR l.node = $2) \
+           RETURNING l.organization_id, l.epoch), \
+         told AS ( \
+           SELECT pg_notify('rolecall_deliveries_' || replace(l.node::text, '-', ''), \
+                            l.organization_id::text) \
+             FROM delivery_leases l \
+            WHERE l.organization_id = ANY((SELECT $1::uuid[])::uuid[]) \
+              AND l.node <> $2 AND l.until > now() \
+              AND l.organization_id <> ALL(ARRAY(SELECT organization_id FROM claimed))) \
+         SELECT organization_id, epoch FROM claimed \
+         UNION ALL SELECT NULL::uuid, count(*) FROM told";
+
+/// The claim of waiting jobs ([`SharedQueue::claim_jobs`]): per lease
+/// ($1 organizations, $2 epochs, $3 limits) still this node's ($4), the
+/// jobs not yet held under it, marked with its epoch and the read's number
+/// ($5); rows marked by the reads in $6 (answers lost) are taken again.
+/// Public for the test of its plans.
+pub fn claim_jobs_sql() -> String {
+    format!(
+        "WITH wanted AS ( \
+           SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::int8[]), (SELECT $3::int8[])) \
+               AS w(org, epoch, lim)), \
+         picked AS ( \
+           SELECT p.organization_id AS picked_org, p.delivery_id AS picked_id, \
+                  w.epoch AS picked_epoch \
+             FROM wanted w \
+            CROSS JOIN LATERAL ( \
+              SELECT 1 FROM delivery_leases l \
+               WHERE l.organization_id = w.org AND l.node = $4 AND l.epoch = w.epoch \
+               LIMIT 1) held \
+            CROSS JOIN LATERAL ( \
+              SELECT organization_id, delivery_id FROM outbox \
+               WHERE organization_id = w.org \
+                 AND (claim IS DISTINCT FROM w.epoch OR claim_read = ANY((SELECT $6::int8[])::int8[])) \
+               ORDER BY delivery_id LIMIT w.lim FOR UPDATE SKIP LOCKED) p) \
+         UPDATE outbox SET claim = picked.picked_epoch, claim_read = $5 FROM picked \
+          WHERE organization_id = picked.picked_org AND delivery_id = picked.picked_id \
+         RETURNING {}",
+        rows::JOB
+    )
+}
+
 impl SharedQueue {
     /// This node's side, for a run identified by a new id.
     pub(super) fn new(
@@ -112,32 +176,12 @@ impl SharedQueue {
     /// another node, tells that node in the same statement that jobs of it
     /// wait.
     pub async fn claim(&self, orgs: &[OrgId]) -> Result<Vec<Lease>, StoreError> {
-        const SQL: &str = "WITH wanted AS (SELECT DISTINCT unnest($1::uuid[]) AS id), \
-             locked AS ( \
-               SELECT l.organization_id FROM delivery_leases l JOIN wanted w ON l.organization_id = w.id \
-                WHERE l.node IS NULL OR l.until <= now() OR l.node = $2 \
-                ORDER BY l.organization_id FOR UPDATE OF l), \
-             claimed AS ( \
-               UPDATE delivery_leases l SET node = $2, epoch = l.epoch + 1, \
-                      until = now() + $3::int8 * interval '1 millisecond' \
-                 FROM locked k \
-                WHERE l.organization_id = k.organization_id \
-                  AND (l.node IS NULL OR l.until <= now() OR l.node = $2) \
-               RETURNING l.organization_id, l.epoch), \
-             told AS ( \
-               SELECT pg_notify('rolecall_deliveries_' || replace(l.node::text, '-', ''), \
-                                l.organization_id::text) \
-                 FROM delivery_leases l JOIN wanted w ON l.organization_id = w.id \
-                WHERE l.node <> $2 AND l.until > now() \
-                  AND l.organization_id NOT IN (SELECT organization_id FROM claimed)) \
-             SELECT organization_id, epoch FROM claimed \
-             UNION ALL SELECT NULL::uuid, count(*) FROM told";
         let ids: Vec<Uuid> = orgs.iter().map(|org| org.0).collect();
         let rows = self
             .database
             .query(
                 "a delivery lease claim",
-                SQL,
+                CLAIM_SQL,
                 &[&ids, &self.node, &self.lease_ms],
             )
             .await?;
@@ -261,25 +305,7 @@ impl SharedQueue {
     /// another node's by now. Jobs marked by a read of this node whose
     /// answer was lost are taken again: they are held nowhere.
     pub async fn claim_jobs(&self, reads: &[(Lease, usize)]) -> Result<Vec<Job>, StoreError> {
-        let sql = format!(
-            "WITH wanted AS ( \
-               SELECT * FROM unnest($1::uuid[], $2::int8[], $3::int8[]) AS w(org, epoch, lim)), \
-             picked AS ( \
-               SELECT p.organization_id AS picked_org, p.delivery_id AS picked_id, \
-                      w.epoch AS picked_epoch \
-                 FROM wanted w \
-                 JOIN delivery_leases l \
-                   ON l.organization_id = w.org AND l.node = $4 AND l.epoch = w.epoch \
-                CROSS JOIN LATERAL ( \
-                  SELECT organization_id, delivery_id FROM outbox \
-                   WHERE organization_id = w.org \
-                     AND (claim IS DISTINCT FROM w.epoch OR claim_read = ANY($6::int8[])) \
-                   ORDER BY delivery_id LIMIT w.lim FOR UPDATE SKIP LOCKED) p) \
-             UPDATE outbox SET claim = picked.picked_epoch, claim_read = $5 FROM picked \
-              WHERE organization_id = picked.picked_org AND delivery_id = picked.picked_id \
-             RETURNING {}",
-            rows::JOB
-        );
+        let sql = claim_jobs_sql();
         let (leases, limits): (Vec<Lease>, Vec<i64>) = reads
             .iter()
             .map(|(lease, limit)| (*lease, i64::try_from(*limit).unwrap_or(i64::MAX)))
