@@ -99,9 +99,16 @@ impl Leases {
     }
 
     /// `got`, claimed by a statement sent at `sent`, are held. Answers the
-    /// organizations held already under another epoch (this node's earlier
+    /// organizations held already under an older epoch (this node's earlier
     /// holding ran out and it claimed them anew): what was held under the
     /// old epoch must be dropped.
+    ///
+    /// A claim's answer may come after the answer of a later claim of the
+    /// same lease (a claim and a look for abandoned leases run at once):
+    /// its epoch is then older than the one held, and it is ignored. Held
+    /// under that stale epoch, the node's reads, renewals and release would
+    /// all miss the lease, which would name it until it ran out, its jobs
+    /// delivered by nobody meanwhile.
     pub fn adopt(&mut self, got: &[Lease], sent: Instant) -> Vec<OrgId> {
         let mut replaced = Vec::new();
         for lease in got {
@@ -110,9 +117,14 @@ impl Leases {
                 epoch: lease.epoch,
                 until: sent + self.trusted,
             };
-            if let Some(old) = self.held.insert(lease.org, held) {
-                if old.epoch != lease.epoch {
+            match self.held.get(&lease.org) {
+                Some(newer) if newer.epoch > lease.epoch => {}
+                Some(older) if older.epoch < lease.epoch => {
+                    self.held.insert(lease.org, held);
                     replaced.push(lease.org);
+                }
+                _ => {
+                    self.held.insert(lease.org, held);
                 }
             }
         }
@@ -314,6 +326,29 @@ mod tests {
         assert_eq!(leases.of(org), Some(lease(org, 2)));
         assert!(leases.trusted(org, now));
         assert!(!leases.trusted(org, now + LEASE));
+    }
+
+    #[test]
+    fn an_older_claims_answer_that_comes_last_leaves_the_newer_holding() {
+        let org = OrgId::generate();
+        let mut leases = Leases::new(LEASE, MARGIN);
+        let now = Instant::now();
+        // A look for abandoned leases took the lease under epoch 7, then a
+        // claim took it again under epoch 8; the claim answered first.
+        assert!(leases.adopt(&[lease(org, 8)], now).is_empty());
+        assert!(
+            leases.adopt(&[lease(org, 7)], now).is_empty(),
+            "nothing held under epoch 8 is dropped"
+        );
+        assert_eq!(leases.of(org), Some(lease(org, 8)));
+        let Some(asked) = leases.take_renewal() else {
+            panic!("a renewal")
+        };
+        assert_eq!(
+            asked,
+            [lease(org, 8)],
+            "renewed under the epoch the database has"
+        );
     }
 
     #[test]
