@@ -84,6 +84,11 @@ impl Leases {
         Some(orgs)
     }
 
+    /// Whether a claim is under way.
+    pub fn claim_under_way(&self) -> bool {
+        !self.claiming.is_empty()
+    }
+
     /// The claim sent at `sent` answered `got` (the others are another
     /// node's, which was told); answers the organizations whose earlier
     /// holding `got` replaced (see [`adopt`](Self::adopt)).

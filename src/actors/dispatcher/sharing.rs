@@ -137,12 +137,19 @@ impl Dispatcher {
         }
     }
 
-    /// Claims the leases wanted, unless a claim is under way.
+    /// Claims the leases wanted, unless a claim or a look for abandoned
+    /// organizations is under way (it claims them when that ends).
+    ///
+    /// A claim and a look never run at once: both may take the same free
+    /// lease, one after the other under two epochs, and the holding under
+    /// the first is replaced by the second while its attempts are in
+    /// flight; the second one's read then takes those rows again, and they
+    /// are delivered twice.
     fn claim(&mut self, ctx: &mut Context<Self>) {
         let Some(shared) = self.shared.as_mut() else {
             return;
         };
-        if shared.stopped || self.draining {
+        if shared.stopped || self.draining || shared.looking {
             return;
         }
         let Some(orgs) = shared.leases.take_claims() else {
@@ -156,17 +163,25 @@ impl Dispatcher {
                 return;
             };
             shared.pending -= 1;
+            let look = std::mem::take(&mut shared.look_waiting);
             match claimed {
                 Ok(got) => {
                     shared.retry.succeeded();
                     let replaced = shared.leases.claimed(&got, sent);
                     act.adopted(&got, replaced, ctx);
-                    act.claim(ctx);
+                    if look {
+                        act.look_for_abandoned(ctx);
+                    } else {
+                        act.claim(ctx);
+                    }
                 }
                 Err(err) => {
                     shared.leases.claim_failed();
                     let wait = shared.retry.failed();
                     tracing::warn!(error = %crate::telemetry::cause_chain(&err), "claiming delivery leases failed; trying again shortly");
+                    if look {
+                        act.look_for_abandoned(ctx);
+                    }
                     ctx.run_later(wait, |act, ctx| act.claim(ctx));
                 }
             }
@@ -382,12 +397,17 @@ impl Dispatcher {
         );
     }
 
-    /// Claims organizations with jobs waiting that no node delivers.
+    /// Claims organizations with jobs waiting that no node delivers; once
+    /// the claim under way ends, if there is one (see [`Self::claim`]).
     fn look_for_abandoned(&mut self, ctx: &mut Context<Self>) {
         let Some(shared) = self.shared.as_mut() else {
             return;
         };
         if shared.looking || shared.stopped || self.draining {
+            return;
+        }
+        if shared.leases.claim_under_way() {
+            shared.look_waiting = true;
             return;
         }
         shared.looking = true;
@@ -413,6 +433,8 @@ impl Dispatcher {
                     act.adopted(&got, replaced, ctx);
                     if got.len() == ABANDONED_PER_LOOK {
                         act.look_for_abandoned(ctx);
+                    } else {
+                        act.claim(ctx);
                     }
                 }
                 Err(err) => {
@@ -421,6 +443,7 @@ impl Dispatcher {
                         error = %crate::telemetry::cause_chain(&err),
                         "looking for deliveries no node makes failed; trying again shortly"
                     );
+                    act.claim(ctx);
                     ctx.run_later(wait, |act, ctx| act.look_for_abandoned(ctx));
                 }
             }
