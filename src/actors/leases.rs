@@ -109,8 +109,9 @@ impl Leases {
     /// old epoch must be dropped.
     ///
     /// A claim's answer may come after the answer of a later claim of the
-    /// same lease (a claim and a look for abandoned leases run at once):
-    /// its epoch is then older than the one held, and it is ignored. Held
+    /// same lease (the dispatcher runs one claim or look at a time, so
+    /// this guards the bookkeeping rather than a known path): its epoch is
+    /// then older than the one held, and it is ignored. Held
     /// under that stale epoch, the node's reads, renewals and release would
     /// all miss the lease, which would name it until it ran out, its jobs
     /// delivered by nobody meanwhile.

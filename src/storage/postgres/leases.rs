@@ -83,8 +83,7 @@ pub enum Wakeup {
 /// ($2, lasting $3 ms): those nobody holds, whose holder stopped renewing,
 /// or that name it already, locked in organization order; the holders of
 /// the others are told, in the same statement, that jobs of theirs wait.
-/// Public for the test of its plans.
-pub const CLAIM_SQL: &str = "WITH locked AS ( \
+const CLAIM_SQL: &str = "WITH locked AS ( \
            SELECT organization_id FROM delivery_leases \
             WHERE organization_id = ANY((SELECT $1::uuid[])::uuid[]) \
               AND (node IS NULL OR until <= now() OR node = $2) \

@@ -42,7 +42,7 @@ use transact::{finish_transaction, prepared, Database};
 pub use checks::SQL as CHECK_SQL;
 pub use connect::{with_database, Settings};
 pub use import::Import;
-pub use leases::{claim_jobs_sql, Lease, Listening, SharedQueue, Wakeup, CLAIM_SQL};
+pub use leases::{claim_jobs_sql, Lease, Listening, SharedQueue, Wakeup};
 pub use lost_reads::LostReads;
 pub use migrate::Migrated;
 
