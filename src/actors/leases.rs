@@ -31,6 +31,10 @@ pub struct Leases {
     claiming: HashSet<OrgId>,
     /// Being released; `true` when jobs of it came meanwhile.
     releasing: HashMap<OrgId, bool>,
+    /// A look for abandoned leases is under way.
+    looking: bool,
+    /// A look waits for the claim under way to end.
+    look_waiting: bool,
     renewing: bool,
     /// How long a lease is trusted after its renewal was sent.
     trusted: Duration,
@@ -44,6 +48,8 @@ impl Leases {
             wanted: HashSet::new(),
             claiming: HashSet::new(),
             releasing: HashMap::new(),
+            looking: false,
+            look_waiting: false,
             renewing: false,
             trusted: lease.saturating_sub(margin),
         }
@@ -74,9 +80,16 @@ impl Leases {
         None
     }
 
-    /// The organizations to claim now, unless a claim is under way.
+    /// The organizations to claim now, unless a claim or a look for
+    /// abandoned leases is under way.
+    ///
+    /// A claim and a look never run at once: both may take the same free
+    /// lease, one after the other under two epochs, and the holding under
+    /// the first would be replaced by the second while its attempts are in
+    /// flight; the second one's read would then take those rows again, and
+    /// they would be delivered twice.
     pub fn take_claims(&mut self) -> Option<Vec<OrgId>> {
-        if !self.claiming.is_empty() || self.wanted.is_empty() {
+        if self.looking || !self.claiming.is_empty() || self.wanted.is_empty() {
             return None;
         }
         let orgs: Vec<OrgId> = self.wanted.drain().collect();
@@ -84,9 +97,30 @@ impl Leases {
         Some(orgs)
     }
 
-    /// Whether a claim is under way.
-    pub fn claim_under_way(&self) -> bool {
-        !self.claiming.is_empty()
+    /// Whether a look for abandoned leases may start now: not while one
+    /// runs, nor while a claim runs (it is then started when the claim
+    /// ends: see [`take_waiting_look`](Self::take_waiting_look)).
+    pub fn start_look(&mut self) -> bool {
+        if self.looking {
+            return false;
+        }
+        if !self.claiming.is_empty() {
+            self.look_waiting = true;
+            return false;
+        }
+        self.looking = true;
+        true
+    }
+
+    /// The look for abandoned leases ended (the claims wanted meanwhile
+    /// may go).
+    pub fn look_ended(&mut self) {
+        self.looking = false;
+    }
+
+    /// Whether a look waited for the claim that just ended: start it now.
+    pub fn take_waiting_look(&mut self) -> bool {
+        std::mem::take(&mut self.look_waiting)
     }
 
     /// The claim sent at `sent` answered `got` (the others are another
@@ -109,9 +143,10 @@ impl Leases {
     /// old epoch must be dropped.
     ///
     /// A claim's answer may come after the answer of a later claim of the
-    /// same lease (the dispatcher runs one claim or look at a time, so
-    /// this guards the bookkeeping rather than a known path): its epoch is
-    /// then older than the one held, and it is ignored. Held
+    /// same lease (claims and looks run one at a time, see
+    /// [`take_claims`](Self::take_claims), so this guards the bookkeeping
+    /// rather than a known path): its epoch is then older than the one
+    /// held, and it is ignored. Held
     /// under that stale epoch, the node's reads, renewals and release would
     /// all miss the lease, which would name it until it ran out, its jobs
     /// delivered by nobody meanwhile.
@@ -332,6 +367,25 @@ mod tests {
         assert_eq!(leases.of(org), Some(lease(org, 2)));
         assert!(leases.trusted(org, now));
         assert!(!leases.trusted(org, now + LEASE));
+    }
+
+    #[test]
+    fn a_claim_and_a_look_for_abandoned_leases_never_run_at_once() {
+        let org = OrgId::generate();
+        let mut leases = Leases::new(LEASE, MARGIN);
+        // A look under way: claims wait for it.
+        assert!(leases.start_look());
+        assert!(!leases.start_look(), "one look at a time");
+        leases.want(org);
+        assert_eq!(leases.take_claims(), None, "no claim during a look");
+        leases.look_ended();
+        assert_eq!(leases.take_claims(), Some(vec![org]));
+        // A claim under way: the look waits for it, then goes.
+        assert!(!leases.start_look(), "no look during a claim");
+        leases.claimed(&[], Instant::now());
+        assert!(leases.take_waiting_look());
+        assert!(!leases.take_waiting_look(), "started once");
+        assert!(leases.start_look());
     }
 
     #[test]

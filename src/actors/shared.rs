@@ -71,11 +71,6 @@ pub struct Shared {
     pub(in crate::actors) pending: usize,
     /// Makes recorded outcomes durable before a lease is given up.
     pub(in crate::actors) flush: Recipient<FlushLog>,
-    /// A look for abandoned organizations is under way.
-    pub(in crate::actors) looking: bool,
-    /// A look for abandoned organizations waits for the claim under way:
-    /// the two never run at once (see `Dispatcher::claim`).
-    pub(in crate::actors) look_waiting: bool,
     /// Reads of waiting jobs to make, in the next claim of jobs.
     pub(in crate::actors) reads: Vec<(Read, Lease)>,
     /// A claim of jobs is under way.
@@ -107,8 +102,6 @@ impl Shared {
             in_flight: HashMap::new(),
             pending: 0,
             flush,
-            looking: false,
-            look_waiting: false,
             reads: Vec::new(),
             reading: false,
             listening: None,

@@ -138,18 +138,13 @@ impl Dispatcher {
     }
 
     /// Claims the leases wanted, unless a claim or a look for abandoned
-    /// organizations is under way (it claims them when that ends).
-    ///
-    /// A claim and a look never run at once: both may take the same free
-    /// lease, one after the other under two epochs, and the holding under
-    /// the first is replaced by the second while its attempts are in
-    /// flight; the second one's read then takes those rows again, and they
-    /// are delivered twice.
+    /// organizations is under way (it claims them when that ends; see
+    /// [`Leases::take_claims`](crate::actors::leases::Leases::take_claims)).
     fn claim(&mut self, ctx: &mut Context<Self>) {
         let Some(shared) = self.shared.as_mut() else {
             return;
         };
-        if shared.stopped || self.draining || shared.looking {
+        if shared.stopped || self.draining {
             return;
         }
         let Some(orgs) = shared.leases.take_claims() else {
@@ -163,11 +158,11 @@ impl Dispatcher {
                 return;
             };
             shared.pending -= 1;
-            let look = std::mem::take(&mut shared.look_waiting);
             match claimed {
                 Ok(got) => {
                     shared.retry.succeeded();
                     let replaced = shared.leases.claimed(&got, sent);
+                    let look = shared.leases.take_waiting_look();
                     act.adopted(&got, replaced, ctx);
                     if look {
                         act.look_for_abandoned(ctx);
@@ -177,6 +172,7 @@ impl Dispatcher {
                 }
                 Err(err) => {
                     shared.leases.claim_failed();
+                    let look = shared.leases.take_waiting_look();
                     let wait = shared.retry.failed();
                     tracing::warn!(error = %crate::telemetry::cause_chain(&err), "claiming delivery leases failed; trying again shortly");
                     if look {
@@ -403,14 +399,9 @@ impl Dispatcher {
         let Some(shared) = self.shared.as_mut() else {
             return;
         };
-        if shared.looking || shared.stopped || self.draining {
+        if shared.stopped || self.draining || !shared.leases.start_look() {
             return;
         }
-        if shared.leases.claim_under_way() {
-            shared.look_waiting = true;
-            return;
-        }
-        shared.looking = true;
         shared.pending += 1;
         let (queue, sent) = (shared.queue.clone(), Instant::now());
         let looking = async move { queue.claim_abandoned(ABANDONED_PER_LOOK).await };
@@ -418,7 +409,7 @@ impl Dispatcher {
             let Some(shared) = act.shared.as_mut() else {
                 return;
             };
-            shared.looking = false;
+            shared.leases.look_ended();
             shared.pending -= 1;
             match found {
                 Ok(got) => {
