@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rolecall::storage::postgres::BACKGROUND_SESSION;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -893,15 +894,27 @@ async fn lease_statements_on_overlapping_organizations_never_deadlock() {
     store.close();
 }
 
-/// The plans PostgreSQL makes for `sql`, prepared with `types`, run with
-/// `arguments` (SQL text): the plan it keeps for any arguments (generic)
-/// and one made for these (custom).
-fn plans_of(url: &str, types: &str, sql: &str, arguments: &str) -> Vec<(&'static str, String)> {
+/// The plans PostgreSQL makes for `sql`, prepared with `types` in a
+/// session with `session`'s settings, run with `arguments` (SQL text): the
+/// plan it keeps for any arguments (generic) and one made for these
+/// (custom).
+fn plans_of(
+    url: &str,
+    session: &[(&str, &str)],
+    types: &str,
+    sql: &str,
+    arguments: &str,
+) -> Vec<(&'static str, String)> {
+    let settings: String = session
+        .iter()
+        .map(|(name, value)| format!("SET {name} = {value}; "))
+        .collect();
     ["force_generic_plan", "force_custom_plan"]
         .into_iter()
         .map(|mode| {
-            let prepare =
-                format!("SET plan_cache_mode = {mode}; PREPARE planned ({types}) AS {sql};");
+            let prepare = format!(
+                "{settings}SET plan_cache_mode = {mode}; PREPARE planned ({types}) AS {sql};"
+            );
             let explain = format!("EXPLAIN EXECUTE planned({arguments})");
             let plan = on_database(url, |client| async move {
                 client.batch_execute(&prepare).await.expect("prepared");
@@ -953,7 +966,11 @@ fn array_of(values: &[String], cast: &str) -> String {
 /// their rows by primary key in the plan PostgreSQL keeps and in a plan
 /// made for the arguments at hand alike, with a thousand organizations.
 /// Joined plainly, the kept plans read the whole organizations or leases
-/// table on every call.
+/// table on every call. The background statements (the read of waiting
+/// jobs, the delete of finished ones, the lease claim) are planned as their
+/// connections plan them, even from an outbox analyzed empty: the read of
+/// jobs once read the whole outbox on every call (two nodes: about a
+/// thousand pages a call, dead rows included).
 #[test]
 fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
     let Some((url, _engine, _dir)) = many_organizations("postgres::plans") else {
@@ -971,6 +988,7 @@ fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
 
     let check = plans_of(
         &url,
+        &[],
         "bytea[], uuid[]",
         rolecall::storage::postgres::CHECK_SQL,
         &format!(
@@ -989,25 +1007,67 @@ fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
         }
     }
 
-    let claim_jobs = plans_of(
-        &url,
-        "uuid[], int8[], int8[], uuid, int8, int8[]",
-        &rolecall::storage::postgres::claim_jobs_sql(),
-        &format!(
-            "{}, ARRAY[1, 1]::int8[], ARRAY[16, 16]::int8[], {held}, 7, ARRAY[]::int8[]",
-            array_of(&orgs, "uuid")
-        ),
-    );
-    for (mode, plan) in &claim_jobs {
-        assert!(
-            !plan.contains("Seq Scan on delivery_leases"),
-            "claim of jobs, {mode}: the leases not read whole:\n{plan}"
+    // The background statements, planned as their connections plan them,
+    // with the outbox as analyzed (1,000 rows), and as a queue table at rest
+    // looks: analyzed empty, then filled again (the plan kept from an empty
+    // moment read the whole outbox on every call).
+    for outbox in ["analyzed full", "analyzed empty, filled since"] {
+        if outbox == "analyzed empty, filled since" {
+            for sql in [
+                "CREATE TABLE kept AS SELECT * FROM outbox; DELETE FROM outbox",
+                "VACUUM ANALYZE outbox",
+                "INSERT INTO outbox SELECT * FROM kept; DROP TABLE kept",
+            ] {
+                admin(&url, sql.into());
+            }
+        }
+        let background = |sql: &str, types: &str, arguments: String| {
+            plans_of(&url, BACKGROUND_SESSION, types, sql, &arguments)
+        };
+        let claim_jobs = background(
+            &rolecall::storage::postgres::claim_jobs_sql(),
+            "uuid[], int8[], int8[], uuid, int8, int8[]",
+            format!(
+                "{}, ARRAY[1, 1]::int8[], ARRAY[16, 16]::int8[], {held}, 7, ARRAY[]::int8[]",
+                array_of(&orgs, "uuid")
+            ),
         );
-        for index in ["delivery_leases_pkey", "outbox_pkey"] {
+        for (mode, plan) in &claim_jobs {
             assert!(
-                plan.contains(index),
-                "claim of jobs, {mode}: {index} used:\n{plan}"
+                plan.contains("Tid Scan on outbox"),
+                "claim of jobs, {outbox}, {mode}: the rows marked found by their tuple ids:\n{plan}"
             );
+            for index in ["delivery_leases_pkey", "outbox_pkey"] {
+                assert!(
+                    plan.contains(index),
+                    "claim of jobs, {outbox}, {mode}: {index} used:\n{plan}"
+                );
+            }
+        }
+        let deletes = background(
+            rolecall::storage::postgres::JOB_DELETES_SQL,
+            "uuid[], uuid[]",
+            format!(
+                "{}, ARRAY[gen_random_uuid(), gen_random_uuid()]",
+                array_of(&orgs, "uuid")
+            ),
+        );
+        let lease_claim = background(
+            rolecall::storage::postgres::LEASE_CLAIM_SQL,
+            "uuid[], uuid, int8",
+            format!("{}, {held}, 30000", array_of(&orgs, "uuid")),
+        );
+        for (statement, plans) in [
+            ("claim of jobs", &claim_jobs),
+            ("delete of finished jobs", &deletes),
+            ("lease claim", &lease_claim),
+        ] {
+            for (mode, plan) in plans {
+                assert!(
+                    !plan.contains("Seq Scan"),
+                    "{statement}, {outbox}, {mode}: no table read whole:\n{plan}"
+                );
+            }
         }
     }
 }

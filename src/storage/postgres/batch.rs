@@ -243,6 +243,9 @@ job_rows!(
 rows!(JobDeletes = "DELETE FROM outbox WHERE (organization_id, delivery_id) IN \
      (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, delivery: Uuid });
 
+/// The delete of finished jobs, public for the test of its plans.
+pub const JOB_DELETES_SQL: &str = JobDeletes::SQL;
+
 rows!(Logs = "INSERT INTO delivery_log (organization_id, id, delivery_id, event, attempt, outcome, \
      response_code, response_body, latency_ms, error, attempted_at, envelope) \
      SELECT o, i, d, e, a, oc, rc, rb, l, er, at, en::json FROM unnest($1::uuid[], $2::uuid[], \

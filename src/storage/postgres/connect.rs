@@ -241,11 +241,47 @@ fn closed() -> tokio_postgres::Error {
     tokio_postgres::Error::__private_api_timeout()
 }
 
-/// A pool of `size` connections made by `connector`, whose I/O runs on
-/// `io`.
+/// Session settings of the background connections. Their statements find
+/// queue rows by key (outbox, leases, log counts), in tables whose size
+/// swings between empty and thousands of pages within one autovacuum
+/// round: a plan PostgreSQL keeps from an empty moment reads the whole
+/// table, dead rows included, on every call afterwards (seen with two
+/// nodes: a thousand pages a read of jobs). Without sequential scans, a
+/// key is always found by its index or tuple id; a statement that has no
+/// other way still scans.
+pub const BACKGROUND_SESSION: &[(&str, &str)] = &[("enable_seqscan", "off")];
+
+/// Which work a pool serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    /// Requests: commits, checks and reads.
+    Requests,
+    /// Background work, with [`BACKGROUND_SESSION`].
+    Background,
+}
+
+/// `config` with `session` added to the settings it starts sessions with.
+fn with_session(
+    mut config: tokio_postgres::Config,
+    session: &[(&str, &str)],
+) -> tokio_postgres::Config {
+    let mut options = config.get_options().unwrap_or_default().to_owned();
+    for (name, value) in session {
+        if !options.is_empty() {
+            options.push(' ');
+        }
+        options.push_str(&format!("-c {name}={value}"));
+    }
+    config.options(options);
+    config
+}
+
+/// A pool of `size` connections for `share`, made by `connector`, whose
+/// I/O runs on `io`.
 pub fn pool(
     settings: &Settings,
     size: usize,
+    share: Share,
     connector: &Connector,
     io: Arc<IoThread>,
 ) -> Result<Pool, StoreError> {
@@ -253,8 +289,12 @@ pub fn pool(
         tls: connector.tls.clone(),
         io,
     };
+    let config = match share {
+        Share::Requests => connector.config.clone(),
+        Share::Background => with_session(connector.config.clone(), BACKGROUND_SESSION),
+    };
     let manager = Manager::from_connect(
-        connector.config.clone(),
+        config,
         connect,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
@@ -373,6 +413,12 @@ mod tests {
         assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(3)));
         assert_eq!(config.get_application_name(), Some("rolecall"));
         assert_eq!(config.get_ssl_mode(), SslMode::Disable, "loopback: no TLS");
+        let background = with_session(config, BACKGROUND_SESSION);
+        assert_eq!(
+            background.get_options(),
+            Some("-c work_mem=8MB -c statement_timeout=2500 -c enable_seqscan=off"),
+            "background sessions keep the operator's options and plan without whole-table reads"
+        );
     }
 
     #[test]

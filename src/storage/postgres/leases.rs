@@ -83,7 +83,8 @@ pub enum Wakeup {
 /// ($2, lasting $3 ms): those nobody holds, whose holder stopped renewing,
 /// or that name it already, locked in organization order; the holders of
 /// the others are told, in the same statement, that jobs of theirs wait.
-const CLAIM_SQL: &str = "WITH locked AS ( \
+/// Public for the test of its plans.
+pub const CLAIM_SQL: &str = "WITH locked AS ( \
            SELECT organization_id FROM delivery_leases \
             WHERE organization_id = ANY((SELECT $1::uuid[])::uuid[]) \
               AND (node IS NULL OR until <= now() OR node = $2) \
@@ -108,27 +109,31 @@ const CLAIM_SQL: &str = "WITH locked AS ( \
 /// ($1 organizations, $2 epochs, $3 limits) still this node's ($4), the
 /// jobs not yet held under it, marked with its epoch and the read's number
 /// ($5); rows marked by the reads in $6 (answers lost) are taken again.
-/// Public for the test of its plans.
+/// The update finds each row it marks by the tuple id its locking read
+/// returned: joined by key instead, PostgreSQL may hash the picked rows and
+/// read the whole outbox, dead rows included, on every call (it did, with
+/// two nodes: about a thousand pages a call). Public for the test of its
+/// plans.
 pub fn claim_jobs_sql() -> String {
     format!(
         "WITH wanted AS ( \
            SELECT * FROM unnest((SELECT $1::uuid[]), (SELECT $2::int8[]), (SELECT $3::int8[])) \
                AS w(org, epoch, lim)), \
          picked AS ( \
-           SELECT p.organization_id AS picked_org, p.delivery_id AS picked_id, \
-                  w.epoch AS picked_epoch \
+           SELECT p.ctid AS picked_tid, w.epoch AS picked_epoch \
              FROM wanted w \
             CROSS JOIN LATERAL ( \
               SELECT 1 FROM delivery_leases l \
                WHERE l.organization_id = w.org AND l.node = $4 AND l.epoch = w.epoch \
                LIMIT 1) held \
             CROSS JOIN LATERAL ( \
-              SELECT organization_id, delivery_id FROM outbox \
+              SELECT ctid FROM outbox \
                WHERE organization_id = w.org \
                  AND (claim IS DISTINCT FROM w.epoch OR claim_read = ANY((SELECT $6::int8[])::int8[])) \
                ORDER BY delivery_id LIMIT w.lim FOR UPDATE SKIP LOCKED) p) \
          UPDATE outbox SET claim = picked.picked_epoch, claim_read = $5 FROM picked \
-          WHERE organization_id = picked.picked_org AND delivery_id = picked.picked_id \
+          WHERE outbox.ctid = ANY(ARRAY(SELECT picked_tid FROM picked)) \
+            AND outbox.ctid = picked.picked_tid \
          RETURNING {}",
         rows::JOB
     )

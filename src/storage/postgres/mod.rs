@@ -35,14 +35,18 @@ use crate::ids::{OrgId, ResourceId};
 use crate::secrets::SealingKey;
 use crate::storage::{Durability, Rekeyed, StoreError};
 use batch::statements;
+use connect::Share;
 use error::from_pg;
 use group_commit::GroupCommit;
 use transact::{finish_transaction, prepared, Database};
 
+pub use batch::JOB_DELETES_SQL;
 pub use checks::SQL as CHECK_SQL;
-pub use connect::{with_database, Settings};
+pub use connect::{with_database, Settings, BACKGROUND_SESSION};
 pub use import::Import;
-pub use leases::{claim_jobs_sql, Lease, Listening, SharedQueue, Wakeup};
+pub use leases::{
+    claim_jobs_sql, Lease, Listening, SharedQueue, Wakeup, CLAIM_SQL as LEASE_CLAIM_SQL,
+};
 pub use lost_reads::LostReads;
 pub use migrate::Migrated;
 
@@ -107,11 +111,23 @@ impl PgStore {
         let io = Arc::new(connect::io_thread()?);
         let connector = Arc::new(connect::Connector::new(settings)?);
         let database = Database {
-            pool: connect::pool(settings, settings.pool, &connector, io.clone())?,
+            pool: connect::pool(
+                settings,
+                settings.pool,
+                Share::Requests,
+                &connector,
+                io.clone(),
+            )?,
             timeout: settings.statement_timeout,
         };
         let background = Database {
-            pool: connect::pool(settings, settings.background_pool, &connector, io.clone())?,
+            pool: connect::pool(
+                settings,
+                settings.background_pool,
+                Share::Background,
+                &connector,
+                io.clone(),
+            )?,
             timeout: settings.statement_timeout,
         };
         {
@@ -141,7 +157,8 @@ impl PgStore {
     /// Applies the missing migrations, as `rolecall migrate` does.
     pub async fn migrate(settings: &Settings) -> Result<Migrated, StoreError> {
         let io = Arc::new(connect::io_thread()?);
-        let pool = connect::pool(settings, 1, &connect::Connector::new(settings)?, io)?;
+        let connector = connect::Connector::new(settings)?;
+        let pool = connect::pool(settings, 1, Share::Requests, &connector, io)?;
         let client = pool.get().await.map_err(error::from_pool)?;
         let mut schema = deadpool_postgres::Object::take(client);
         migrate::migrate(&mut schema).await
