@@ -6,10 +6,17 @@
 //! it and marks the rows held under the lease in their insert, so no read
 //! takes them again. A commit that fails gives its room back, and its
 //! number is read again in case the commit landed after all.
+//!
+//! The new jobs of an organization another node is known to hold (a lease
+//! claim of this node's found it held, a short while ago) are marked for
+//! that node to be told in the commit's own statement: its notification
+//! goes out with the rows, and this node makes no claim just to tell it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
+
+use uuid::Uuid;
 
 use crate::domain::change::Write;
 use crate::domain::delivery::HeldUnder;
@@ -27,10 +34,20 @@ struct Offer {
     in_transit: usize,
 }
 
+/// Another node's hold on an organization, as this node last learned it.
+#[derive(Clone, Copy, Debug)]
+struct Holder {
+    node: Uuid,
+    /// Trusted until then (within the time the lease had left).
+    until: Instant,
+}
+
 /// The offers, shared by the commit path and the dispatcher.
 #[derive(Debug)]
 pub struct Admissions {
     offers: Mutex<HashMap<OrgId, Offer>>,
+    /// Organizations other nodes hold.
+    holders: Mutex<HashMap<OrgId, Holder>>,
     numbers: Arc<LostReads>,
 }
 
@@ -56,13 +73,17 @@ impl Admissions {
     pub fn new(numbers: Arc<LostReads>) -> Self {
         Admissions {
             offers: Mutex::new(HashMap::new()),
+            holders: Mutex::new(HashMap::new()),
             numbers,
         }
     }
 
     /// Commit path: marks the new jobs among `writes` that their
-    /// organizations' offers have room for as held under their leases.
+    /// organizations' offers have room for as held under their leases, and
+    /// the others of organizations another node holds for that node to be
+    /// told.
     pub fn take(&self, writes: &mut [Write]) -> Option<Taken> {
+        self.mark_holders_told(writes);
         let mut offers = self.lock();
         if offers.is_empty() {
             return None;
@@ -91,6 +112,7 @@ impl Admissions {
                 epoch: offer.epoch,
                 mark,
             });
+            job.holder_told = None;
             match taken
                 .iter_mut()
                 .find(|(org, _)| *org == job.organization_id)
@@ -100,6 +122,38 @@ impl Admissions {
             }
         }
         mark.map(|mark| Taken { mark, orgs: taken })
+    }
+
+    /// The new jobs among `writes` of organizations another node holds,
+    /// as far as this node knows now: marked for that node to be told.
+    fn mark_holders_told(&self, writes: &mut [Write]) {
+        let mut holders = lock(&self.holders);
+        if holders.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        holders.retain(|_, holder| holder.until > now);
+        for write in writes.iter_mut() {
+            if write.new_job().is_none() {
+                continue;
+            }
+            let Write::PutJob(job) = write else { continue };
+            if let Some(holder) = holders.get(&job.organization_id) {
+                job.holder_told = Some(holder.node);
+            }
+        }
+    }
+
+    /// Dispatcher: a claim found `org` held by `node`; commits tell that
+    /// node of new jobs of `org` themselves until `until`.
+    pub fn held_elsewhere(&self, org: OrgId, node: Uuid, until: Instant) {
+        lock(&self.holders).insert(org, Holder { node, until });
+    }
+
+    /// Dispatcher: this node holds `org` now (or its holder is in doubt):
+    /// commits no longer tell another node of its jobs.
+    pub fn not_held_elsewhere(&self, org: OrgId) {
+        lock(&self.holders).remove(&org);
     }
 
     /// Commit path: the commit that took `taken` failed. Its room is given
@@ -171,9 +225,14 @@ impl Admissions {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<OrgId, Offer>> {
-        // The offers stay consistent whatever panicked while holding them.
-        self.offers.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.offers)
     }
+}
+
+/// The map behind `mutex`: it stays consistent whatever panicked while
+/// holding it.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -188,14 +247,19 @@ mod tests {
             .collect()
     }
 
-    fn held(writes: &[Write]) -> Vec<Option<HeldUnder>> {
+    /// What `mark` says of each job among `writes`.
+    fn marks<T>(writes: &[Write], mark: impl Fn(&Job) -> Option<T>) -> Vec<Option<T>> {
         writes
             .iter()
             .map(|w| match w {
-                Write::PutJob(job) => job.held_under,
+                Write::PutJob(job) => mark(job),
                 _ => None,
             })
             .collect()
+    }
+
+    fn held(writes: &[Write]) -> Vec<Option<HeldUnder>> {
+        marks(writes, |job| job.held_under)
     }
 
     #[test]
@@ -273,5 +337,45 @@ mod tests {
         retry.attempts_made = 1;
         let mut writes = vec![Write::PutJob(retry)];
         assert_eq!(admissions.take(&mut writes), None);
+    }
+
+    fn told(writes: &[Write]) -> Vec<Option<Uuid>> {
+        marks(writes, |job| job.holder_told)
+    }
+
+    #[test]
+    fn new_jobs_of_an_organization_held_elsewhere_tell_its_holder_until_that_is_in_doubt() {
+        let admissions = Admissions::new(Arc::default());
+        let (org, other, gone) = (OrgId::generate(), OrgId::generate(), OrgId::generate());
+        let (holder, now) = (Uuid::now_v7(), Instant::now());
+        let later = now + std::time::Duration::from_secs(60);
+        admissions.held_elsewhere(org, holder, later);
+        admissions.held_elsewhere(gone, holder, now);
+
+        let mut writes = new_jobs(org, 2);
+        writes.extend(new_jobs(other, 1));
+        writes.extend(new_jobs(gone, 1));
+        let mut retry = Job::new(org, EventKind::TaskCreated, b"{}".to_vec());
+        retry.attempts_made = 1;
+        writes.push(Write::PutJob(retry));
+        assert_eq!(admissions.take(&mut writes), None, "nothing held here");
+        assert_eq!(
+            told(&writes),
+            [Some(holder), Some(holder), None, None, None],
+            "new jobs of the held organization only; not past the time trusted; no retry"
+        );
+
+        // Held here now: its new jobs are held, not told.
+        admissions.offer(org, 3, 10);
+        let mut writes = new_jobs(org, 1);
+        assert!(admissions.take(&mut writes).is_some());
+        assert_eq!(told(&writes), [None]);
+        assert!(held(&writes)[0].is_some());
+
+        admissions.withdraw(org);
+        admissions.not_held_elsewhere(org);
+        let mut writes = new_jobs(org, 1);
+        assert_eq!(admissions.take(&mut writes), None);
+        assert_eq!(told(&writes), [None], "the holder forgotten");
     }
 }

@@ -202,6 +202,11 @@ pub struct Job {
     /// job into memory at once, under its lease (never stored on sled).
     #[serde(skip)]
     pub held_under: Option<HeldUnder>,
+    /// On a queue several nodes share: the other node known to hold the
+    /// organization's lease, told of this new job in its commit's own
+    /// statement, so this node makes no claim to tell it (never stored).
+    #[serde(skip)]
+    pub holder_told: Option<uuid::Uuid>,
 }
 
 /// The lease a committing node holds a new job under, and the number of
@@ -229,6 +234,7 @@ impl Job {
             due_at: now,
             created_at: now,
             held_under: None,
+            holder_told: None,
         }
     }
 
@@ -245,6 +251,7 @@ impl Job {
             due_at: now,
             created_at: now,
             held_under: None,
+            holder_told: None,
         }
     }
 

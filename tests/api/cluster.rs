@@ -665,6 +665,9 @@ async fn events_created_on_both_nodes_are_each_delivered_once() {
 /// for the lease to be released (a lease round is 10 s here). (The window
 /// this guards, jobs committed just after the claim told the holder, is too
 /// narrow to hit on purpose; `actors::leases` tests the rule that closes it.)
+/// Once the first round's claims have named the holder, the commits tell
+/// it themselves: the 14 rounds after it cost no lease claim, or two at
+/// most, not one per commit.
 #[actix_web::test]
 async fn jobs_committed_beside_the_lease_holder_reach_it_within_seconds() {
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::beside_the_holder") else {
@@ -680,6 +683,7 @@ async fn jobs_committed_beside_the_lease_holder_reach_it_within_seconds() {
     let org_id = org.trim_start_matches("/organizations/");
     let b_node = node_id(&pair.outputs[1]).await;
     assert_eq!(lease_holder(&pair.url, org_id), b_node, "B holds the lease");
+    let mut claims_before = None;
     let mut expected = 2;
     for round in 0..15 {
         let titles = (0..4).map(|i| format!("round {round} task {i}")).collect();
@@ -697,6 +701,10 @@ async fn jobs_committed_beside_the_lease_holder_reach_it_within_seconds() {
             },
         )
         .await;
+        if round == 0 {
+            // The first round's claims named B to A.
+            claims_before = lease_claims(&pair.url);
+        }
     }
     // Each delivery once: no attempt received twice (a retry after an
     // attempt that failed under load is another attempt, not a duplicate).
@@ -724,6 +732,50 @@ async fn jobs_committed_beside_the_lease_holder_reach_it_within_seconds() {
         b_node,
         "B held it all along"
     );
+    if let (Some(before), Some(after)) = (claims_before, lease_claims(&pair.url)) {
+        // One more if the rounds outlast the time A trusts that (a lease
+        // round), one if B lets the lease go meanwhile and takes it back.
+        assert!(
+            after - before <= 2,
+            "{} lease claims for 14 rounds of commits beside the holder",
+            after - before
+        );
+    }
+}
+
+/// Lease claims run on the database at `url` so far, counted by
+/// `pg_stat_statements` (which CI loads); `None`, said, without it.
+fn lease_claims(url: &str) -> Option<i64> {
+    let prefix = rolecall::storage::postgres::LEASE_CLAIM_SQL
+        .split_whitespace()
+        .take(8)
+        .collect::<Vec<_>>()
+        .join(" ");
+    on_database(url, |client| async move {
+        let loaded = client
+            .query_one(
+                "SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'",
+                &[],
+            )
+            .await
+            .expect("the extensions")
+            .get::<_, i64>(0);
+        if loaded == 0 {
+            println!("lease claims not counted: pg_stat_statements is not in this database");
+            return None;
+        }
+        let calls = client
+            .query_one(
+                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements \
+                  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                    AND query LIKE $1 || '%'",
+                &[&prefix],
+            )
+            .await
+            .expect("the statements")
+            .get::<_, i64>(0);
+        Some(calls)
+    })
 }
 
 /// Creates a task on `node` for each of `titles`, 4 at a time: the ids.

@@ -839,7 +839,7 @@ async fn lease_statements_on_overlapping_organizations_never_deadlock() {
     .map(|id| OrgId(id.parse().expect("a uuid")))
     .collect();
     let queue = store.shared_queue(Duration::from_secs(30));
-    let held = queue.claim(&orgs).await.expect("the first claim");
+    let held = queue.claim(&orgs).await.expect("the first claim").leases;
     assert_eq!(held.len(), orgs.len(), "every lease was free");
 
     let mut reversed = orgs.clone();
@@ -856,7 +856,7 @@ async fn lease_statements_on_overlapping_organizations_never_deadlock() {
                 let outcome = match (turn + round) % 3 {
                     0 => queue.claim(&order).await.map(drop),
                     1 => {
-                        let held = queue.claim(&order).await;
+                        let held = queue.claim(&order).await.map(|claimed| claimed.leases);
                         match held {
                             Ok(mut held) => {
                                 held.sort_by_key(|lease| std::cmp::Reverse(lease.org));
@@ -866,7 +866,7 @@ async fn lease_statements_on_overlapping_organizations_never_deadlock() {
                         }
                     }
                     _ => match queue.claim(&order).await {
-                        Ok(held) => queue.release(&held).await,
+                        Ok(held) => queue.release(&held.leases).await,
                         Err(err) => Err(err),
                     },
                 };

@@ -5,6 +5,9 @@
 //! - Jobs this node commits, and wake-ups from other nodes, make it read
 //!   the organization's waiting jobs when it holds the lease, or claim the
 //!   lease (whose holder, if another node, is told in the same statement).
+//!   Such a claim also names the holder: for a while (a round at most,
+//!   within the time its lease had left) the commits of new jobs of that
+//!   organization tell it themselves, and no claim follows them.
 //! - Every third of a lease it renews its leases, gives up those of
 //!   organizations with nothing left to deliver (after their outcomes are
 //!   written), and looks for organizations nobody delivers: released, or
@@ -24,7 +27,7 @@ use crate::actors::backlog::Read;
 use crate::actors::shared::{round, ABANDONED_PER_LOOK, SHORTEST_ROUND};
 use crate::domain::delivery::Job;
 use crate::ids::OrgId;
-use crate::storage::postgres::{Lease, Wakeup};
+use crate::storage::postgres::{Claimed, Lease, Wakeup};
 
 /// The listening connection's news.
 #[derive(Debug, Message)]
@@ -60,9 +63,9 @@ impl Dispatcher {
     }
 
     /// New jobs were committed here. Those the commit marked held under
-    /// this node's lease are held at once (no read); each organization's
-    /// others are read, or its lease claimed, and wait in the outbox until
-    /// then. A job marked under a lease given up meanwhile waits for the
+    /// this node's lease are held at once (no read); those whose holder
+    /// the commit told are that node's; each organization's others are
+    /// read, or its lease claimed, and wait in the outbox until then. A job marked under a lease given up meanwhile waits for the
     /// next holder, whose reads take it (its epoch is another).
     pub(super) fn committed(&mut self, jobs: Vec<Job>, ctx: &mut Context<Self>) {
         let Some(shared) = self.shared.as_ref() else {
@@ -75,7 +78,11 @@ impl Dispatcher {
             let org = job.organization_id;
             touched.insert(org);
             let Some(held) = job.held_under.take() else {
-                waiting.insert(org);
+                // Its holder was told in the commit, unless this node has
+                // taken the lease since: then it reads the job itself.
+                if job.holder_told.is_none() || self.lease_of(org).is_some() {
+                    waiting.insert(org);
+                }
                 continue;
             };
             admissions.arrived(org);
@@ -159,8 +166,15 @@ impl Dispatcher {
             };
             shared.pending -= 1;
             match claimed {
-                Ok(got) => {
+                Ok(Claimed { leases: got, elsewhere }) => {
                     shared.retry.succeeded();
+                    // Commits tell these holders themselves for a while: at
+                    // most a round, within the time the lease had left.
+                    let trusted = round(shared.queue.lease());
+                    for held in elsewhere {
+                        let until = sent + held.left.min(trusted);
+                        shared.admissions.held_elsewhere(held.org, held.node, until);
+                    }
                     let replaced = shared.leases.claimed(&got, sent);
                     let look = shared.leases.take_waiting_look();
                     act.adopted(&got, replaced, ctx);
@@ -192,6 +206,9 @@ impl Dispatcher {
             self.lose(org);
         }
         for lease in got {
+            if let Some(shared) = &self.shared {
+                shared.admissions.not_held_elsewhere(lease.org);
+            }
             self.backlog.more_on_disk(lease.org);
             self.read_backlog(lease.org, ctx);
         }
@@ -453,7 +470,15 @@ impl Handler<Wake> for Dispatcher {
                 self.look_for_abandoned(ctx);
                 self.claim(ctx);
             }
-            Wakeup::Jobs(org) => self.jobs_waiting(org, ctx),
+            // Jobs of `org` are this node's to deliver: it holds the lease,
+            // or its holder let it go. Either way commits stop telling the
+            // holder they knew.
+            Wakeup::Jobs(org) => {
+                if let Some(shared) = &self.shared {
+                    shared.admissions.not_held_elsewhere(org);
+                }
+                self.jobs_waiting(org, ctx)
+            }
         }
     }
 }

@@ -15,6 +15,7 @@ use std::time::SystemTime;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
+use super::leases::own_channel;
 use super::rows::{name_of, owned_text, permission_keys, time};
 use crate::domain::change::Write;
 use crate::domain::names::fold;
@@ -246,6 +247,14 @@ rows!(JobDeletes = "DELETE FROM outbox WHERE (organization_id, delivery_id) IN \
 /// The delete of finished jobs, public for the test of its plans.
 pub const JOB_DELETES_SQL: &str = JobDeletes::SQL;
 
+// Other nodes told of new jobs of organizations they hold, one row per
+// node and organization. A query, not a change: it must be the main query
+// of the combined statement (PostgreSQL runs a `WITH` query that is not a
+// change only when it is read), so it comes last. The notifications go out
+// when the transaction commits, with the rows they announce.
+rows!(Tells = "SELECT pg_notify(c, o) FROM unnest($1::text[], $2::text[]) AS t(c, o)";
+    { channel: String, org: String });
+
 rows!(Logs = "INSERT INTO delivery_log (organization_id, id, delivery_id, event, attempt, outcome, \
      response_code, response_body, latency_ms, error, attempted_at, envelope) \
      SELECT o, i, d, e, a, oc, rc, rb, l, er, at, en::json FROM unnest($1::uuid[], $2::uuid[], \
@@ -290,6 +299,9 @@ struct Tables {
     logs: Logs,
     log_counts: LogCounts,
     admin_token: AdminToken,
+    tells: Tells,
+    /// The (node, organization) pairs in `tells`.
+    told: HashSet<(Uuid, Uuid)>,
 }
 
 /// Adds to `counts` what `logs` adds to each organization's log.
@@ -408,6 +420,7 @@ pub fn statements<'w>(
     t.logs.into_statement(&mut out);
     t.log_counts.into_statement(&mut out);
     t.admin_token.into_statement(&mut out);
+    t.tells.into_statement(&mut out);
     Ok(out)
 }
 
@@ -464,6 +477,12 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
                 push!(&mut t.new_jobs)
             } else {
                 push!(&mut t.jobs)
+            }
+            if let Some(node) = job.holder_told {
+                if t.told.insert((node, job.organization_id.0)) {
+                    t.tells.channel.push(own_channel(node));
+                    t.tells.org.push(job.organization_id.0.to_string());
+                }
             }
         }
         Write::DeleteJob(org, id) => {
@@ -629,5 +648,47 @@ mod tests {
              DELETE FROM c WHERE (x, y) IN (SELECT * FROM unnest($13::uuid[], $14::uuid[]))"
         );
         assert_eq!(params.len(), 14);
+    }
+
+    #[test]
+    fn holders_told_by_a_commit_are_its_last_statement_once_per_node_and_organization() {
+        use crate::domain::delivery::Job;
+        use crate::domain::event::EventKind;
+        use crate::ids::OrgId;
+        let (org, other) = (OrgId::generate(), OrgId::generate());
+        let holder = Uuid::now_v7();
+        let job = |org: OrgId, told: Option<Uuid>| {
+            let mut job = Job::new(org, EventKind::TaskCreated, b"{}".to_vec());
+            job.holder_told = told;
+            Write::PutJob(job)
+        };
+        let writes = [
+            job(org, Some(holder)),
+            job(org, Some(holder)),
+            job(other, None),
+        ];
+        let Ok(statements) = super::statements(writes.iter(), None) else {
+            panic!("the writes become statements");
+        };
+        let sqls: Vec<&str> = statements.iter().map(|s| s.sql).collect();
+        assert_eq!(sqls, [NewJobs::SQL, Tells::SQL], "the notification last");
+        let Some(tells) = statements.last() else {
+            panic!("no statement");
+        };
+        let params: Vec<String> = tells.params.iter().map(|p| format!("{p:?}")).collect();
+        assert_eq!(
+            params,
+            [
+                format!("{:?}", [super::own_channel(holder)]),
+                format!("{:?}", [org.0.to_string()])
+            ],
+            "one notification for the two jobs"
+        );
+
+        let untold = [job(other, None)];
+        let Ok(statements) = super::statements(untold.iter(), None) else {
+            panic!("the writes become statements");
+        };
+        assert_eq!(statements.len(), 1, "no holder told, no notification");
     }
 }

@@ -19,11 +19,13 @@
 //! planning each call again (see `checks`). A read of waiting jobs finds
 //! each lease by primary key (a lateral subquery kept apart by its LIMIT);
 //! a claim names its leases with `= ANY` of the array instead of joining
-//! it, which PostgreSQL serves from the primary key, or, on a table of
-//! about a thousand leases or fewer, by reading it whole.
+//! it, which PostgreSQL serves from the primary key (the background
+//! connections plan without sequential scans, see `connect`).
 //!
 //! Nodes wake each other with `NOTIFY`: a node with new jobs of an
-//! organization another node holds tells that node, on its own channel;
+//! organization another node holds tells that node, on its own channel,
+//! in its lease claim, or in the commit itself once a claim has named the
+//! holder (see `admissions`);
 //! a stopping node tells every node which organizations it left with jobs
 //! waiting. A slow poll for organizations whose lease ran out with jobs
 //! waiting is the backstop for a lost notification or a killed node.
@@ -55,6 +57,26 @@ pub struct Lease {
     pub epoch: i64,
 }
 
+/// Another node's hold on an organization, as a claim found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldElsewhere {
+    /// The organization.
+    pub org: OrgId,
+    /// The node holding its lease (told of the claim's jobs).
+    pub node: Uuid,
+    /// How long that lease had left when the claim ran.
+    pub left: Duration,
+}
+
+/// What a lease claim answered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Claimed {
+    /// The leases this node now holds.
+    pub leases: Vec<Lease>,
+    /// The organizations another node holds, whose holder was told.
+    pub elsewhere: Vec<HeldElsewhere>,
+}
+
 /// This node's side of the shared delivery queue.
 #[derive(Clone)]
 pub struct SharedQueue {
@@ -82,7 +104,8 @@ pub enum Wakeup {
 /// A node's claim of the leases of some organizations ($1) for itself
 /// ($2, lasting $3 ms): those nobody holds, whose holder stopped renewing,
 /// or that name it already, locked in organization order; the holders of
-/// the others are told, in the same statement, that jobs of theirs wait.
+/// the others are told, in the same statement, that jobs of theirs wait,
+/// and named in the answer with the time their leases have left.
 /// Public for the test of its plans.
 pub const CLAIM_SQL: &str = "WITH locked AS ( \
            SELECT organization_id FROM delivery_leases \
@@ -96,14 +119,16 @@ pub const CLAIM_SQL: &str = "WITH locked AS ( \
               AND (l.node IS NULL OR l.until <= now() OR l.node = $2) \
            RETURNING l.organization_id, l.epoch), \
          told AS ( \
-           SELECT pg_notify('rolecall_deliveries_' || replace(l.node::text, '-', ''), \
+           SELECT l.organization_id, l.node, \
+                  GREATEST(0, extract(epoch FROM l.until - now()) * 1000)::int8 AS left_ms, \
+                  pg_notify('rolecall_deliveries_' || replace(l.node::text, '-', ''), \
                             l.organization_id::text) \
              FROM delivery_leases l \
             WHERE l.organization_id = ANY((SELECT $1::uuid[])::uuid[]) \
               AND l.node <> $2 AND l.until > now() \
               AND l.organization_id <> ALL(ARRAY(SELECT organization_id FROM claimed))) \
-         SELECT organization_id, epoch FROM claimed \
-         UNION ALL SELECT NULL::uuid, count(*) FROM told";
+         SELECT organization_id, epoch, NULL::uuid AS holder, NULL::int8 AS left_ms FROM claimed \
+         UNION ALL SELECT organization_id, NULL::int8, node, left_ms FROM told";
 
 /// The claim of waiting jobs ([`SharedQueue::claim_jobs`]): per lease
 /// ($1 organizations, $2 epochs, $3 limits) still this node's ($4), the
@@ -179,7 +204,7 @@ impl SharedQueue {
     /// once instead of waiting for them to run out); for each held by
     /// another node, tells that node in the same statement that jobs of it
     /// wait.
-    pub async fn claim(&self, orgs: &[OrgId]) -> Result<Vec<Lease>, StoreError> {
+    pub async fn claim(&self, orgs: &[OrgId]) -> Result<Claimed, StoreError> {
         let ids: Vec<Uuid> = orgs.iter().map(|org| org.0).collect();
         let rows = self
             .database
@@ -189,7 +214,23 @@ impl SharedQueue {
                 &[&ids, &self.node, &self.lease_ms],
             )
             .await?;
-        leases(&rows)
+        let mut claimed = Claimed {
+            leases: leases(&rows)?,
+            elsewhere: Vec::new(),
+        };
+        for row in &rows {
+            let org: Uuid = row.try_get(0).map_err(StoreError::codec)?;
+            let holder: Option<Uuid> = row.try_get(2).map_err(StoreError::codec)?;
+            let left_ms: Option<i64> = row.try_get(3).map_err(StoreError::codec)?;
+            if let (Some(node), Some(left_ms)) = (holder, left_ms) {
+                claimed.elsewhere.push(HeldElsewhere {
+                    org: OrgId(org),
+                    node,
+                    left: Duration::from_millis(left_ms.max(0) as u64),
+                });
+            }
+        }
+        Ok(claimed)
     }
 
     /// Claims up to `limit` leases whose organizations have jobs waiting
@@ -374,8 +415,9 @@ impl Drop for Listening {
     }
 }
 
-/// The channel on which other nodes tell `node` of jobs of organizations it holds.
-fn own_channel(node: Uuid) -> String {
+/// The channel on which other nodes tell `node` of jobs of organizations
+/// it holds (the lease claim's SQL spells it the same way).
+pub(super) fn own_channel(node: Uuid) -> String {
     format!("rolecall_deliveries_{}", node.simple())
 }
 

@@ -45,7 +45,8 @@ pub use checks::SQL as CHECK_SQL;
 pub use connect::{with_database, Settings, BACKGROUND_SESSION};
 pub use import::Import;
 pub use leases::{
-    claim_jobs_sql, Lease, Listening, SharedQueue, Wakeup, CLAIM_SQL as LEASE_CLAIM_SQL,
+    claim_jobs_sql, Claimed, HeldElsewhere, Lease, Listening, SharedQueue, Wakeup,
+    CLAIM_SQL as LEASE_CLAIM_SQL,
 };
 pub use lost_reads::LostReads;
 pub use migrate::Migrated;

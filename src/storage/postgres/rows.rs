@@ -275,6 +275,7 @@ pub fn job(row: &Row) -> Result<Job, StoreError> {
         due_at: at(row, "due_at")?,
         created_at: at(row, "created_at")?,
         held_under: None,
+        holder_told: None,
     })
 }
 
