@@ -132,14 +132,18 @@ impl Admissions {
             return;
         }
         let now = Instant::now();
-        holders.retain(|_, holder| holder.until > now);
         for write in writes.iter_mut() {
             if write.new_job().is_none() {
                 continue;
             }
             let Write::PutJob(job) = write else { continue };
-            if let Some(holder) = holders.get(&job.organization_id) {
-                job.holder_told = Some(holder.node);
+            let org = job.organization_id;
+            match holders.get(&org) {
+                Some(holder) if holder.until > now => job.holder_told = Some(holder.node),
+                Some(_) => {
+                    holders.remove(&org);
+                }
+                None => {}
             }
         }
     }
@@ -148,6 +152,12 @@ impl Admissions {
     /// node of new jobs of `org` themselves until `until`.
     pub fn held_elsewhere(&self, org: OrgId, node: Uuid, until: Instant) {
         lock(&self.holders).insert(org, Holder { node, until });
+    }
+
+    /// Dispatcher, every lease round: drops the holders known no longer
+    /// (commits drop those they meet; these are the others).
+    pub fn forget_lapsed_holders(&self, now: Instant) {
+        lock(&self.holders).retain(|_, holder| holder.until > now);
     }
 
     /// Dispatcher: this node holds `org` now (or its holder is in doubt):
@@ -374,6 +384,14 @@ mod tests {
 
         admissions.withdraw(org);
         admissions.not_held_elsewhere(org);
+        admissions.held_elsewhere(other, holder, later);
+        admissions.forget_lapsed_holders(now + std::time::Duration::from_secs(59));
+        assert_eq!(lock(&admissions.holders).len(), 1, "a live holder kept");
+        admissions.forget_lapsed_holders(now + std::time::Duration::from_secs(61));
+        assert!(
+            lock(&admissions.holders).is_empty(),
+            "lapsed holders dropped"
+        );
         let mut writes = new_jobs(org, 1);
         assert_eq!(admissions.take(&mut writes), None);
         assert_eq!(told(&writes), [None], "the holder forgotten");

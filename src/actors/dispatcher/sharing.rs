@@ -297,7 +297,9 @@ impl Dispatcher {
         if shared.stopped {
             return;
         }
-        for org in shared.leases.expired(Instant::now()) {
+        let now = Instant::now();
+        shared.admissions.forget_lapsed_holders(now);
+        for org in shared.leases.expired(now) {
             self.lose(org);
         }
         self.renew(ctx);
