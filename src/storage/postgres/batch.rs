@@ -15,7 +15,7 @@ use std::time::SystemTime;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::leases::own_channel;
+use super::channels::own_channel;
 use super::rows::{name_of, owned_text, permission_keys, time};
 use crate::domain::change::Write;
 use crate::domain::names::fold;

@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use super::channels::{own_channel, RELEASED_CHANNEL};
 use super::connect::{Connector, IoThread};
 use super::error::from_pg;
 use super::lost_reads::LostReads;
@@ -43,10 +44,6 @@ use super::transact::Database;
 use crate::domain::delivery::Job;
 use crate::ids::OrgId;
 use crate::storage::StoreError;
-
-/// The channel every node listens on: organizations a stopping node left
-/// with jobs waiting.
-const RELEASED_CHANNEL: &str = "rolecall_deliveries";
 
 /// A node's hold on delivering one organization.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -415,12 +412,6 @@ impl Drop for Listening {
     }
 }
 
-/// The channel on which other nodes tell `node` of jobs of organizations
-/// it holds (the lease claim's SQL spells it the same way).
-pub(super) fn own_channel(node: Uuid) -> String {
-    format!("rolecall_deliveries_{}", node.simple())
-}
-
 /// Connects, listens on `channels` and hands each notification to `wake`
 /// until the connection ends.
 async fn listen_once(
@@ -494,18 +485,4 @@ fn columns(leases: &[Lease]) -> (Vec<Uuid>, Vec<i64>) {
         .iter()
         .map(|lease| (lease.org.0, lease.epoch))
         .unzip()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_nodes_channel_is_a_plain_identifier_within_postgresqls_limit() {
-        let channel = own_channel(Uuid::now_v7());
-        assert!(channel.len() <= 63, "{channel}");
-        assert!(channel
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
-    }
 }

@@ -10,6 +10,7 @@
 
 mod batch;
 mod batcher;
+mod channels;
 mod checks;
 mod connect;
 mod error;
