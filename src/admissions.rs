@@ -154,6 +154,21 @@ impl Admissions {
         lock(&self.holders).insert(org, Holder { node, until });
     }
 
+    /// Dispatcher: `node` stopped; the organizations it was known to hold,
+    /// forgotten (their leases are free now).
+    pub fn stopped(&self, node: Uuid) -> Vec<OrgId> {
+        let mut holders = lock(&self.holders);
+        let orgs: Vec<OrgId> = holders
+            .iter()
+            .filter(|(_, holder)| holder.node == node)
+            .map(|(org, _)| *org)
+            .collect();
+        for org in &orgs {
+            holders.remove(org);
+        }
+        orgs
+    }
+
     /// Dispatcher, every lease round: drops the holders known no longer
     /// (commits drop those they meet; these are the others).
     pub fn forget_lapsed_holders(&self, now: Instant) {
@@ -384,7 +399,14 @@ mod tests {
 
         admissions.withdraw(org);
         admissions.not_held_elsewhere(org);
+        let elsewhere = Uuid::now_v7();
+        admissions.held_elsewhere(gone, elsewhere, later);
         admissions.held_elsewhere(other, holder, later);
+        assert_eq!(
+            admissions.stopped(elsewhere),
+            [gone],
+            "its organizations only"
+        );
         admissions.forget_lapsed_holders(now + std::time::Duration::from_secs(59));
         assert_eq!(lock(&admissions.holders).len(), 1, "a live holder kept");
         admissions.forget_lapsed_holders(now + std::time::Duration::from_secs(61));

@@ -689,16 +689,11 @@ async fn jobs_committed_beside_the_lease_holder_reach_it_within_seconds() {
         let titles = (0..4).map(|i| format!("round {round} task {i}")).collect();
         let created = tasks_on(a, &org, &owner, titles).await;
         expected += created.len();
-        eventually(
-            std::time::Duration::from_secs(3),
+        delivered_within(
+            &receiver,
+            &created,
+            Duration::from_secs(3),
             &format!("round {round} delivered"),
-            || async {
-                let delivered = task_ids(&receiver.received());
-                created
-                    .iter()
-                    .all(|id| delivered.contains(id))
-                    .then_some(())
-            },
         )
         .await;
         if round == 0 {
@@ -741,6 +736,24 @@ async fn jobs_committed_beside_the_lease_holder_reach_it_within_seconds() {
             after - before
         );
     }
+}
+
+/// Waits up to `timeout` for the receiver to have the events of every task
+/// in `created`.
+async fn delivered_within(
+    receiver: &crate::receiver::TestReceiver,
+    created: &[String],
+    timeout: Duration,
+    what: &str,
+) {
+    eventually(timeout, what, || async {
+        let delivered = task_ids(&receiver.received());
+        created
+            .iter()
+            .all(|id| delivered.contains(id))
+            .then_some(())
+    })
+    .await;
 }
 
 /// Lease claims run on the database at `url` so far, counted by
@@ -1043,6 +1056,55 @@ async fn a_node_stopped_with_sigterm_hands_its_deliveries_over_at_once() {
         distinct.len(),
         received.len() - 1,
         "nothing but the retry delivered twice: A released only after recording what it finished"
+    );
+    drop(b);
+}
+
+/// Issue 30: a node that knows another holds an organization's lease tells
+/// that holder in its commits. When the holder stops (SIGTERM) with nothing
+/// of the organization left, the jobs committed right after reach the
+/// subscriber within seconds: the stopping node says so, and the other
+/// forgets it at once instead of telling it for up to a lease round (20 s
+/// here).
+#[actix_web::test]
+async fn jobs_committed_beside_a_holder_that_stops_are_delivered_within_seconds() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::beside_a_stopping_holder")
+    else {
+        return;
+    };
+    let (pair, org, owner, receiver, _) =
+        hooked_pair(&databases, &[("ROLECALL_WEBHOOKS__LEASE_MS", "60000")]).await;
+    let Pair { mut a, b, url, .. } = pair;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    // A commits first and holds the lease; B's commits learn that and tell A.
+    tasks_on(&a, &org, &owner, vec!["on a".to_owned()]).await;
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    let a_holds = lease_holder(&url, &org_id);
+    for round in 0..3 {
+        let created = tasks_on(&b, &org, &owner, vec![format!("on b {round}")]).await;
+        delivered_within(
+            &receiver,
+            &created,
+            Duration::from_secs(5),
+            "delivered by A",
+        )
+        .await;
+    }
+    assert_eq!(lease_holder(&url, &org_id), a_holds, "A held it throughout");
+    a.stop_gracefully().await;
+    let stopped = std::time::Instant::now();
+    let titles = (0..4).map(|i| format!("after the stop {i}")).collect();
+    let created = tasks_on(&b, &org, &owner, titles).await;
+    delivered_within(
+        &receiver,
+        &created,
+        Duration::from_secs(8),
+        "delivered after A stopped",
+    )
+    .await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(8),
+        "not after a lease round"
     );
     drop(b);
 }

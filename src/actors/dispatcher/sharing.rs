@@ -481,6 +481,17 @@ impl Handler<Wake> for Dispatcher {
                 }
                 self.jobs_waiting(org, ctx)
             }
+            // The organizations this node's commits told that node of are
+            // free now: claimed, so that what those commits left is read.
+            Wakeup::Stopped(node) => {
+                let orgs = match &self.shared {
+                    Some(shared) => shared.admissions.stopped(node),
+                    None => Vec::new(),
+                };
+                for org in orgs {
+                    self.jobs_waiting(org, ctx);
+                }
+            }
         }
     }
 }

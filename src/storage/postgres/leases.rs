@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::channels::{own_channel, RELEASED_CHANNEL};
+use super::channels::{own_channel, stopped, stopped_node, RELEASED_CHANNEL};
 use super::connect::{Connector, IoThread};
 use super::error::from_pg;
 use super::lost_reads::LostReads;
@@ -96,6 +96,8 @@ pub enum Wakeup {
     Listening,
     /// `org` has jobs waiting that this node may deliver.
     Jobs(OrgId),
+    /// This node stopped and released its leases.
+    Stopped(Uuid),
 }
 
 /// A node's claim of the leases of some organizations ($1) for itself
@@ -284,7 +286,8 @@ impl SharedQueue {
     }
 
     /// Gives up every lease this node holds (at shutdown), telling every
-    /// node which of them have jobs waiting.
+    /// node which of them have jobs waiting, and that this node stopped
+    /// (so that their commits stop telling it of new jobs).
     pub async fn release_all(&self) -> Result<usize, StoreError> {
         const SQL: &str = "WITH locked AS ( \
                SELECT organization_id FROM delivery_leases WHERE node = $1 \
@@ -295,14 +298,16 @@ impl SharedQueue {
                RETURNING l.organization_id), \
              told AS ( \
                SELECT pg_notify($2, r.organization_id::text) FROM released r \
-                WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.organization_id = r.organization_id)) \
-             SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM told)";
+                WHERE EXISTS (SELECT 1 FROM outbox o WHERE o.organization_id = r.organization_id)), \
+             stop AS (SELECT pg_notify($2, $3)) \
+             SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM told), \
+                    (SELECT count(*) FROM stop)";
         let rows = self
             .database
             .query(
                 "a release of this node's delivery leases",
                 SQL,
-                &[&self.node, &RELEASED_CHANNEL],
+                &[&self.node, &RELEASED_CHANNEL, &stopped(self.node)],
             )
             .await?;
         let released: i64 = match rows.first() {
@@ -451,12 +456,11 @@ async fn listen_once(
     client.batch_execute(&listen).await.map_err(from_pg)?;
     wake(Wakeup::Listening);
     while let Some(notification) = notifications.recv().await {
-        match notification.payload().parse::<Uuid>() {
-            Ok(org) => wake(Wakeup::Jobs(OrgId(org))),
-            Err(_) => tracing::debug!(
-                payload = notification.payload(),
-                "a notification that names no organization"
-            ),
+        let payload = notification.payload();
+        match (payload.parse::<Uuid>(), stopped_node(payload)) {
+            (Ok(org), _) => wake(Wakeup::Jobs(OrgId(org))),
+            (_, Some(node)) => wake(Wakeup::Stopped(node)),
+            _ => tracing::debug!(payload, "a notification that names no organization"),
         }
     }
     Ok(())
