@@ -482,6 +482,91 @@ async fn after_each_of_five_blips_deliveries_resume_within_seconds() {
     assert_eq!(titles.len(), 20, "{titles:?}");
 }
 
+/// Issue 30, two nodes: A holds an organization's lease, and B's commits of
+/// its events tell A. A's database connections, its listening one included,
+/// are cut for half a second while B (connected directly) accepts three
+/// events: their notifications are lost. Once A is ready again, it reads
+/// what waits for the organizations it holds, and the three are delivered
+/// within 5 s, not at A's next lease round (10 s here), when it would let
+/// the lease go.
+#[actix_web::test]
+async fn jobs_told_to_a_holder_while_it_was_not_listening_are_delivered_once_it_is_back() {
+    let Some((a, proxy, (engine, dir))) = behind_proxy("postgres::told_while_away", "2000").await
+    else {
+        return;
+    };
+    let Engine::Postgres(databases) = &engine else {
+        return;
+    };
+    // The same database, not through the proxy.
+    let direct = databases.url_for(dir.path());
+    let b = spawn_app_with(&[
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", direct.as_str()),
+        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+    ])
+    .await;
+    let receiver = TestReceiver::start().await;
+    let org = a.org("enterprise").await;
+    a.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    let delivered = |titles: Vec<String>| {
+        let receiver = &receiver;
+        move || {
+            let titles = titles.clone();
+            async move {
+                let received: Vec<String> = receiver.received().iter().map(|r| r.title()).collect();
+                titles
+                    .iter()
+                    .all(|title| received.contains(title))
+                    .then_some(())
+            }
+        }
+    };
+    async fn create(node: &TestApp, org: &Org, title: &str) -> Reply {
+        let body = json!({ "title": title });
+        node.post(&org.path("/tasks"), &org.owner_token, body).await
+    }
+    // A takes the lease; B's next commits learn that and tell A.
+    create(&a, &org, "on a").await.expect(201);
+    eventually(
+        Duration::from_secs(5),
+        "delivered",
+        delivered(vec!["on a".into()]),
+    )
+    .await;
+    for i in 0..2 {
+        let title = format!("on b {i}");
+        create(&b, &org, &title).await.expect(201);
+        eventually(
+            Duration::from_secs(5),
+            "delivered by A",
+            delivered(vec![title]),
+        )
+        .await;
+    }
+
+    proxy.cut();
+    let away: Vec<String> = (0..3).map(|i| format!("while A was away {i}")).collect();
+    for title in &away {
+        create(&b, &org, title).await.expect(201);
+    }
+    actix_web::rt::time::sleep(Duration::from_millis(500)).await;
+    proxy.restore();
+    let ready = eventually(Duration::from_secs(20), "A ready again", || async {
+        (readyz(&a).await.status == 200).then(std::time::Instant::now)
+    })
+    .await;
+    eventually(
+        Duration::from_secs(5),
+        "the events accepted by B while A was away delivered",
+        delivered(away),
+    )
+    .await;
+    assert!(ready.elapsed() < Duration::from_secs(5));
+}
+
 /// Issue 30: a job committed on the node that holds its organization's
 /// lease, while nothing of the organization waits in the outbox, goes
 /// straight into that node's memory, its outbox row marked held in its own

@@ -467,8 +467,17 @@ impl Handler<Wake> for Dispatcher {
     fn handle(&mut self, Wake(wakeup): Wake, ctx: &mut Self::Context) {
         match wakeup {
             // Listening again, after a failure perhaps: what waits is
-            // claimed now, not at the next round.
+            // claimed now, not at the next round, and what other nodes
+            // told of the organizations held here meanwhile (lost with the
+            // connection) is read.
             Wakeup::Listening => {
+                let held: Vec<OrgId> = match &self.shared {
+                    Some(shared) => shared.leases.all().iter().map(|lease| lease.org).collect(),
+                    None => Vec::new(),
+                };
+                for org in held {
+                    self.jobs_waiting(org, ctx);
+                }
                 self.look_for_abandoned(ctx);
                 self.claim(ctx);
             }
