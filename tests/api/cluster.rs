@@ -757,7 +757,8 @@ async fn delivered_within(
 }
 
 /// Lease claims run on the database at `url` so far, counted by
-/// `pg_stat_statements` (which CI loads); `None`, said, without it.
+/// `pg_stat_statements`; `None`, said, without it (a failure in CI, which
+/// loads it).
 fn lease_claims(url: &str) -> Option<i64> {
     let prefix = rolecall::storage::postgres::LEASE_CLAIM_SQL
         .split_whitespace()
@@ -774,6 +775,11 @@ fn lease_claims(url: &str) -> Option<i64> {
             .expect("the extensions")
             .get::<_, i64>(0);
         if loaded == 0 {
+            // CI loads it (.ci/install.sh): there a missing count is a failure.
+            assert!(
+                std::env::var("ROLECALL_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                "ROLECALL_REQUIRE_POSTGRES=1 but pg_stat_statements is not in this database"
+            );
             println!("lease claims not counted: pg_stat_statements is not in this database");
             return None;
         }

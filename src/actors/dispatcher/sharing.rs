@@ -65,8 +65,9 @@ impl Dispatcher {
     /// New jobs were committed here. Those the commit marked held under
     /// this node's lease are held at once (no read); those whose holder
     /// the commit told are that node's; each organization's others are
-    /// read, or its lease claimed, and wait in the outbox until then. A job marked under a lease given up meanwhile waits for the
-    /// next holder, whose reads take it (its epoch is another).
+    /// read, or its lease claimed, and wait in the outbox until then. A
+    /// job marked under a lease given up meanwhile waits for the next
+    /// holder, whose reads take it (its epoch is another).
     pub(super) fn committed(&mut self, jobs: Vec<Job>, ctx: &mut Context<Self>) {
         let Some(shared) = self.shared.as_ref() else {
             return;
@@ -471,10 +472,9 @@ impl Handler<Wake> for Dispatcher {
             // told of the organizations held here meanwhile (lost with the
             // connection) is read.
             Wakeup::Listening => {
-                let held: Vec<OrgId> = match &self.shared {
-                    Some(shared) => shared.leases.all().iter().map(|lease| lease.org).collect(),
-                    None => Vec::new(),
-                };
+                let held = self.shared.as_ref().map_or_else(Vec::new, |shared| {
+                    shared.leases.all().iter().map(|lease| lease.org).collect()
+                });
                 for org in held {
                     self.jobs_waiting(org, ctx);
                 }
@@ -493,10 +493,10 @@ impl Handler<Wake> for Dispatcher {
             // The organizations this node's commits told that node of are
             // free now: claimed, so that what those commits left is read.
             Wakeup::Stopped(node) => {
-                let orgs = match &self.shared {
-                    Some(shared) => shared.admissions.stopped(node),
-                    None => Vec::new(),
-                };
+                let orgs = self
+                    .shared
+                    .as_ref()
+                    .map_or_else(Vec::new, |shared| shared.admissions.stopped(node));
                 for org in orgs {
                     self.jobs_waiting(org, ctx);
                 }

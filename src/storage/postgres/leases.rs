@@ -213,20 +213,20 @@ impl SharedQueue {
                 &[&ids, &self.node, &self.lease_ms],
             )
             .await?;
-        let mut claimed = Claimed {
-            leases: leases(&rows)?,
-            elsewhere: Vec::new(),
-        };
+        let mut claimed = Claimed::default();
         for row in &rows {
-            let org: Uuid = row.try_get(0).map_err(StoreError::codec)?;
+            let org = OrgId(row.try_get(0).map_err(StoreError::codec)?);
+            let epoch: Option<i64> = row.try_get(1).map_err(StoreError::codec)?;
             let holder: Option<Uuid> = row.try_get(2).map_err(StoreError::codec)?;
             let left_ms: Option<i64> = row.try_get(3).map_err(StoreError::codec)?;
-            if let (Some(node), Some(left_ms)) = (holder, left_ms) {
-                claimed.elsewhere.push(HeldElsewhere {
-                    org: OrgId(org),
+            match (epoch, holder, left_ms) {
+                (Some(epoch), _, _) => claimed.leases.push(Lease { org, epoch }),
+                (None, Some(node), Some(left_ms)) => claimed.elsewhere.push(HeldElsewhere {
+                    org,
                     node,
                     left: Duration::from_millis(left_ms.max(0) as u64),
-                });
+                }),
+                _ => {}
             }
         }
         Ok(claimed)
@@ -466,21 +466,16 @@ async fn listen_once(
     Ok(())
 }
 
-/// Leases from rows of (organization_id, epoch); a row without an
-/// organization (the count of notifications sent) is skipped.
+/// Leases from rows of (organization_id, epoch).
 fn leases(rows: &[tokio_postgres::Row]) -> Result<Vec<Lease>, StoreError> {
-    let mut leases = Vec::with_capacity(rows.len());
-    for row in rows {
-        let org: Option<Uuid> = row.try_get(0).map_err(StoreError::codec)?;
-        let epoch: Option<i64> = row.try_get(1).map_err(StoreError::codec)?;
-        if let (Some(org), Some(epoch)) = (org, epoch) {
-            leases.push(Lease {
-                org: OrgId(org),
-                epoch,
-            });
-        }
-    }
-    Ok(leases)
+    rows.iter()
+        .map(|row| {
+            Ok(Lease {
+                org: OrgId(row.try_get(0).map_err(StoreError::codec)?),
+                epoch: row.try_get(1).map_err(StoreError::codec)?,
+            })
+        })
+        .collect()
 }
 
 /// The organizations and epochs of `leases`, as two arrays.

@@ -122,8 +122,7 @@ impl LateRecords {
     /// `queued_ms`, being written at `now_ms`; answers whether it needs an
     /// entry by delivery id.
     pub fn needs_entry(&self, org: OrgId, queued_ms: i64, made_ms: i64, now_ms: i64) -> bool {
-        let index = (org.as_bytes()[15] as usize) % SHARDS;
-        let mut shard = self.shards[index]
+        let mut shard = self.shards[shard_of(&org)]
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if shard.orgs.len() >= shard.sweep_at.max(SHARD_SOFT_LIMIT)
@@ -146,6 +145,11 @@ impl Default for LateRecords {
     fn default() -> Self {
         LateRecords::new()
     }
+}
+
+/// The shard that counts `org`'s records.
+fn shard_of(org: &OrgId) -> usize {
+    (org.as_bytes()[15] as usize) % SHARDS
 }
 
 #[cfg(test)]
@@ -235,7 +239,6 @@ mod tests {
         // its next sweep depends on where the random ids fell: push that
         // shard until it sweeps (at most twice its size), so the test does
         // not depend on them.
-        let shard_of = |org: &OrgId| (org.as_bytes()[15] as usize) % SHARDS;
         let target = shard_of(&orgs[0]);
         let still_held = || {
             late.shards[target]
