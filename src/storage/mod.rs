@@ -464,7 +464,7 @@ impl Store {
             }
             Store::Postgres(store) => {
                 store
-                    .idempotency_answer(scope, fingerprint, &answer, expires)
+                    .idempotency_answer(scope, fingerprint, answer, expires)
                     .await
             }
         }

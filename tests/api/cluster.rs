@@ -1311,6 +1311,74 @@ async fn a_create_sent_again_to_the_other_node_is_replayed_there() {
         .problem(401, "UNAUTHENTICATED");
 }
 
+/// Issue 31: keyed creates sent at once to both nodes, four times each
+/// key, run once per key. Claims are batched: one node's statement holds
+/// several sends of one key, and the other node's claims the same keys at
+/// the same moment. Every send is answered: the key's one run (201),
+/// its replay (201, `Idempotent-Replayed: true`, the same body) or 409
+/// while it runs; never a second task, never a 5xx.
+#[actix_web::test]
+async fn keyed_creates_raced_on_both_nodes_run_once_per_key() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::idempotency_race") else {
+        return;
+    };
+    let Pair { a, b, .. } = two_nodes(&databases);
+    let (org, owner) = enterprise_org(&a, "Raced").await;
+    const KEYS: usize = 24;
+    let sends = (0..KEYS).flat_map(|key| [&a, &a, &b, &b].into_iter().map(move |node| (key, node)));
+    let answers = futures_util::future::join_all(sends.map(|(key, node)| {
+        let request = Req::json(
+            actix_web::http::Method::POST,
+            &format!("{org}/tasks"),
+            Some(&owner),
+            Some(json!({"title": format!("task {key}")})),
+        )
+        .header("Idempotency-Key", format!("race-{key}"));
+        let (client, address) = (node.client.clone(), node.server.address.clone());
+        async move { (key, send(&client, &address, request).await) }
+    }))
+    .await;
+    let mut ran = vec![Vec::new(); KEYS];
+    for (key, answer) in &answers {
+        match (answer.status, answer.header("idempotent-replayed").as_str()) {
+            (201, "") => ran[*key].push(answer.json()),
+            (201, "true") => {}
+            (409, _) => {
+                answer.problem(409, "IDEMPOTENCY_KEY_IN_PROGRESS");
+            }
+            (status, _) => panic!(
+                "key {key}: {status} {}",
+                String::from_utf8_lossy(&answer.body)
+            ),
+        }
+    }
+    for (key, runs) in ran.iter().enumerate() {
+        assert_eq!(runs.len(), 1, "key {key} ran once: {runs:?}");
+        for (other, answer) in &answers {
+            if other == &key && answer.header("idempotent-replayed") == "true" {
+                assert_eq!(
+                    answer.json(),
+                    runs[0],
+                    "key {key}: the run's answer replayed"
+                );
+            }
+        }
+    }
+    let tasks = b
+        .get(&format!("{org}/tasks?limit=100"), &owner)
+        .await
+        .expect(200)
+        .json();
+    let mut titles: Vec<&str> = tasks["items"]
+        .as_array()
+        .map(|items| items.iter().filter_map(|t| t["title"].as_str()).collect())
+        .unwrap_or_default();
+    titles.sort_unstable();
+    let mut expected: Vec<String> = (0..KEYS).map(|key| format!("task {key}")).collect();
+    expected.sort_unstable();
+    assert_eq!(titles, expected, "one task per key");
+}
+
 /// Issue 32: an endpoint disabled by the node that got the 410 is disabled
 /// on the other at once: its GET says so, and its events are skipped, as
 /// is the retry of the delivery that got the 410 (whichever node holds

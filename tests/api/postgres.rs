@@ -1156,3 +1156,75 @@ fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
         }
     }
 }
+
+/// Issue 31: the idempotency keys' claim and answer statements, each
+/// shared by a batch of requests, find their rows by key in the plan
+/// PostgreSQL keeps and in a plan for the arguments at hand, with the
+/// table analyzed full, and analyzed empty then filled, as it is in the
+/// first moments of a burst: planned as a join, the kept plan of the
+/// answers read the whole table on every call.
+#[test]
+fn idempotency_statements_find_their_rows_by_key_in_every_plan() {
+    let Some((url, _engine, _dir)) = database("postgres::idempotency_plans") else {
+        return;
+    };
+    let migrated = migrate(&url);
+    assert!(migrated.status.success(), "{migrated:?}");
+    admin(
+        &url,
+        "INSERT INTO idempotency_keys (scope, fingerprint, answered, live_until, status, headers, body) \
+         SELECT sha256(i::text::bytea), sha256(('f' || i)::bytea), i % 2 = 0, \
+                now() + interval '1 hour', 201, '[]', convert_to(repeat('x', 600), 'UTF8') \
+           FROM generate_series(1, 2000) i; \
+         ANALYZE idempotency_keys;"
+            .into(),
+    );
+    let scopes = "ARRAY[sha256('5'::bytea), sha256('6'::bytea)]";
+    let fingerprints = "ARRAY[sha256('f5'::bytea), sha256('f6'::bytea)]";
+    for table in ["analyzed full", "analyzed empty, filled since"] {
+        if table == "analyzed empty, filled since" {
+            for sql in [
+                "CREATE TABLE kept AS SELECT * FROM idempotency_keys; DELETE FROM idempotency_keys",
+                "VACUUM ANALYZE idempotency_keys",
+                "INSERT INTO idempotency_keys SELECT * FROM kept; DROP TABLE kept",
+            ] {
+                admin(&url, sql.into());
+            }
+        }
+        let claim = plans_of(
+            &url,
+            &[],
+            "bytea[], bytea[], timestamptz[], timestamptz",
+            rolecall::storage::postgres::IDEMPOTENCY_CLAIM_SQL,
+            &format!("{scopes}, {fingerprints}, ARRAY[now(), now()], now()"),
+        );
+        let answer = plans_of(
+            &url,
+            &[],
+            "bytea[], bytea[], timestamptz[], int4[], text[], bytea[]",
+            rolecall::storage::postgres::IDEMPOTENCY_ANSWER_SQL,
+            &format!(
+                "{scopes}, {fingerprints}, ARRAY[now(), now()], ARRAY[201, 201], \
+                 ARRAY['[]', '[]'], ARRAY['\\x00'::bytea, '\\x00'::bytea]"
+            ),
+        );
+        for (statement, plans) in [("claim", &claim), ("answer", &answer)] {
+            for (mode, plan) in plans {
+                assert!(
+                    !plan.contains("Seq Scan"),
+                    "{statement}, {table}, {mode}: no table read whole:\n{plan}"
+                );
+                assert!(
+                    plan.contains("idempotency_keys_pkey"),
+                    "{statement}, {table}, {mode}: rows found by key:\n{plan}"
+                );
+            }
+        }
+        for (mode, plan) in &answer {
+            assert!(
+                plan.contains("Tid Scan on idempotency_keys"),
+                "answer, {table}, {mode}: rows updated by their tuple ids:\n{plan}"
+            );
+        }
+    }
+}

@@ -1,92 +1,175 @@
 //! Idempotency keys on PostgreSQL: one row per scope, claimed with an
 //! insert that takes over only a row past its time, so that two requests
 //! with one key, on any nodes, cannot both run.
+//!
+//! Claims and answers are batched as the per-request checks are
+//! ([`batcher`]): concurrent keyed requests share one claim statement and
+//! one answer statement, instead of one each per request (a keyed burst
+//! ran 2.5 statements per event that way, against 0.3 without keys).
 
+use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
 
+use tokio::sync::oneshot;
 use tokio_postgres::Row;
 
+use super::batcher::{self, Queue};
+use super::connect::IoThread;
 use super::rows::{self, stamp, time};
+use super::transact::Database;
 use super::PgStore;
 use crate::storage::idempotency::{Begin, KeyRecord, KeyState, StoredAnswer};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
 
+/// Most requests one statement serves.
+const MOST_AT_ONCE: usize = 256;
+
+/// Claim statements (and answer statements) in flight at once: one, so
+/// that the next batch grows while it runs, as the checks do.
+const IN_FLIGHT: usize = 1;
+
+/// Claims every scope asked (each once), in the order of the scopes so
+/// that two nodes' batches lock their rows in one order, unless a live
+/// row holds it; one row per scope asked: whether it was claimed, and the
+/// row as it was before (the main query sees the table without the
+/// insert's rows). Each row is found by its key (a lateral subquery kept
+/// apart by its LIMIT), and the arrays come in through scalar subqueries,
+/// as in the checks, so that PostgreSQL keeps one plan for any batch.
+pub const CLAIM_SQL: &str = "WITH asked AS MATERIALIZED ( \
+       SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), \
+                            (SELECT $3::timestamptz[])) AS a (scope, fingerprint, until)), \
+     claimed AS ( \
+       INSERT INTO idempotency_keys AS k \
+              (scope, fingerprint, answered, live_until, status, headers, body) \
+       SELECT scope, fingerprint, false, until, NULL, NULL, NULL FROM asked ORDER BY scope \
+       ON CONFLICT (scope) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, \
+              answered = false, live_until = EXCLUDED.live_until, \
+              status = NULL, headers = NULL, body = NULL \
+        WHERE k.live_until <= $4 \
+       RETURNING k.scope) \
+     SELECT a.scope AS asked, EXISTS (SELECT 1 FROM claimed c WHERE c.scope = a.scope) AS claimed, \
+            k.fingerprint, k.answered, k.live_until, k.status, k.headers, k.body \
+       FROM asked a \
+       LEFT JOIN LATERAL (SELECT k.fingerprint, k.answered, k.live_until, k.status, \
+                                 k.headers::text AS headers, k.body \
+                            FROM idempotency_keys k WHERE k.scope = a.scope LIMIT 1) k ON true";
+
+/// Records the answers of the requests that hold their claims (scope and
+/// fingerprint both match). Each row is found by its key (a lateral
+/// subquery kept apart by its LIMIT), then updated by its tuple id; a row
+/// updated meanwhile (a lapsed claim taken over) is skipped, its tuple id
+/// being another. Planned as a join, the plan PostgreSQL kept from the table's first
+/// moments, when it was nearly empty, hashed the answers and read the
+/// whole table on every call (2.8 ms per call after 20,000 keys).
+pub const ANSWER_SQL: &str = "WITH given AS ( \
+       SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), \
+                            (SELECT $3::timestamptz[]), (SELECT $4::int4[]), \
+                            (SELECT $5::text[]), (SELECT $6::bytea[])) \
+           AS g (scope, fingerprint, expires, status, headers, body)), \
+     found AS ( \
+       SELECT f.tid, g.expires, g.status, g.headers, g.body \
+         FROM given g \
+        CROSS JOIN LATERAL ( \
+          SELECT k.ctid AS tid FROM idempotency_keys k \
+           WHERE k.scope = g.scope AND k.fingerprint = g.fingerprint \
+           LIMIT 1) f) \
+     UPDATE idempotency_keys k SET answered = true, live_until = found.expires, \
+            status = found.status, headers = found.headers::json, body = found.body \
+       FROM found \
+      WHERE k.ctid = ANY(ARRAY(SELECT tid FROM found)) AND k.ctid = found.tid";
+
+/// A request's claim of its key, and where its verdict goes.
+struct Claim {
+    scope: [u8; 32],
+    fingerprint: [u8; 32],
+    until: Timestamp,
+    verdict: oneshot::Sender<Result<Begin, StoreError>>,
+}
+
+/// A request's answer to record, and where to say it is recorded.
+struct Answer {
+    scope: [u8; 32],
+    fingerprint: [u8; 32],
+    answer: StoredAnswer,
+    expires: Timestamp,
+    recorded: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// The queues of claims and answers.
+#[derive(Clone)]
+pub struct Keys {
+    claims: Queue<Claim>,
+    answers: Queue<Answer>,
+}
+
+impl Keys {
+    /// Starts the claiming and answering tasks on `io`, each statement
+    /// waiting up to `window` for more requests when the node is busy.
+    pub fn start(io: &IoThread, database: Database, window: std::time::Duration) -> Self {
+        let shape = batcher::Shape {
+            in_flight: IN_FLIGHT,
+            most: MOST_AT_ONCE,
+            window,
+        };
+        let claiming = database.clone();
+        let claims = batcher::start(io, shape, move |batch| {
+            let database = claiming.clone();
+            async move { claim_batch(&database, batch).await }
+        });
+        let answers = batcher::start(io, shape, move |batch| {
+            let database = database.clone();
+            async move { answer_batch(&database, batch).await }
+        });
+        Keys { claims, answers }
+    }
+}
+
 impl PgStore {
-    /// See [`crate::storage::Store::idempotency_begin`]: one statement,
-    /// which claims the key unless a live row holds it, and then answers
-    /// that row as it was.
+    /// See [`crate::storage::Store::idempotency_begin`]: the claim shares
+    /// one statement with the claims of concurrent requests, judged at the
+    /// moment it runs (`now` is when the request asked, no later).
     pub async fn idempotency_begin(
         &self,
         scope: [u8; 32],
         fingerprint: [u8; 32],
         until: Timestamp,
-        now: Timestamp,
+        _now: Timestamp,
     ) -> Result<Begin, StoreError> {
-        const SQL: &str = "WITH claimed AS ( \
-               INSERT INTO idempotency_keys AS k \
-                      (scope, fingerprint, answered, live_until, status, headers, body) \
-               VALUES ($1, $2, false, $3, NULL, NULL, NULL) \
-               ON CONFLICT (scope) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, \
-                      answered = false, live_until = EXCLUDED.live_until, \
-                      status = NULL, headers = NULL, body = NULL \
-                WHERE k.live_until <= $4 \
-               RETURNING 1) \
-             SELECT (SELECT count(*) FROM claimed) AS claimed, k.fingerprint, k.answered, \
-                    k.live_until, k.status, k.headers::text AS headers, k.body \
-               FROM (SELECT 1) AS one \
-               LEFT JOIN idempotency_keys k ON k.scope = $1";
-        let rows = self
-            .database
-            .query(
-                "an idempotency key",
-                SQL,
-                &[
-                    &scope.as_slice(),
-                    &fingerprint.as_slice(),
-                    &time(until),
-                    &time(now),
-                ],
-            )
-            .await?;
-        let Some(row) = rows.first() else {
-            return Ok(Begin::Run);
-        };
-        if rows::get::<i64>(row, "claimed")? > 0 {
-            return Ok(Begin::Run);
-        }
-        match record(row)? {
-            Some(record) if record.live(now) => Ok(record.verdict(&fingerprint, now)),
-            // Not there any more, or lapsed since: the next try claims it.
-            _ => Ok(Begin::Running { for_ms: 1 }),
-        }
+        let (verdict, judged) = oneshot::channel();
+        self.keys
+            .claims
+            .send(Claim {
+                scope,
+                fingerprint,
+                until,
+                verdict,
+            })
+            .map_err(|_| StoreError::Closed)?;
+        judged.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// See [`crate::storage::Store::idempotency_answer`].
+    /// See [`crate::storage::Store::idempotency_answer`]: shares one
+    /// statement with the answers of concurrent requests.
     pub async fn idempotency_answer(
         &self,
         scope: [u8; 32],
         fingerprint: [u8; 32],
-        answer: &StoredAnswer,
+        answer: StoredAnswer,
         expires: Timestamp,
     ) -> Result<(), StoreError> {
-        let headers = serde_json::to_string(&answer.headers).map_err(StoreError::codec)?;
-        self.database
-            .query(
-                "an idempotency key's answer",
-                "UPDATE idempotency_keys SET answered = true, live_until = $3, status = $4, \
-                 headers = $5::text::json, body = $6 WHERE scope = $1 AND fingerprint = $2",
-                &[
-                    &scope.as_slice(),
-                    &fingerprint.as_slice(),
-                    &time(expires),
-                    &i32::from(answer.status),
-                    &headers,
-                    &answer.body,
-                ],
-            )
-            .await
-            .map(drop)
+        let (recorded, done) = oneshot::channel();
+        self.keys
+            .answers
+            .send(Answer {
+                scope,
+                fingerprint,
+                answer,
+                expires,
+                recorded,
+            })
+            .map_err(|_| StoreError::Closed)?;
+        done.await.map_err(|_| StoreError::Closed)?
     }
 
     /// See [`crate::storage::Store::idempotency_forget`].
@@ -132,6 +215,138 @@ impl PgStore {
     }
 }
 
+/// Serves a batch of claims with one statement.
+async fn claim_batch(database: &Database, batch: Vec<Claim>) {
+    let now = Timestamp::now();
+    let mut asked = HashSet::with_capacity(batch.len());
+    let (mut scopes, mut fingerprints, mut untils) = (Vec::new(), Vec::new(), Vec::new());
+    for claim in &batch {
+        // Each scope once: an insert may not touch a row twice (the
+        // batch's later requests of a scope are judged by [`verdicts`]).
+        if asked.insert(claim.scope) {
+            scopes.push(claim.scope.to_vec());
+            fingerprints.push(claim.fingerprint.to_vec());
+            untils.push(time(claim.until));
+        }
+    }
+    let found = database
+        .query(
+            "idempotency keys",
+            CLAIM_SQL,
+            &[&scopes, &fingerprints, &untils, &time(now)],
+        )
+        .await
+        .and_then(|rows| {
+            rows.iter()
+                .map(|row| {
+                    let scope = rows::get::<Vec<u8>>(row, "asked")?;
+                    let scope =
+                        <[u8; 32]>::try_from(scope.as_slice()).map_err(StoreError::codec)?;
+                    let found = if rows::get::<bool>(row, "claimed")? {
+                        Found::Claimed
+                    } else {
+                        Found::Held(record(row)?)
+                    };
+                    Ok((scope, found))
+                })
+                .collect::<Result<HashMap<_, _>, StoreError>>()
+        });
+    match found {
+        Ok(found) => {
+            let asked: Vec<_> = batch
+                .iter()
+                .map(|claim| (claim.scope, claim.fingerprint, claim.until))
+                .collect();
+            for (claim, verdict) in batch.into_iter().zip(verdicts(&asked, &found, now)) {
+                let _ = claim.verdict.send(Ok(verdict));
+            }
+        }
+        Err(err) => batcher::fail_all(batch.into_iter().map(|claim| claim.verdict), err),
+    }
+}
+
+/// What the claim statement found for a scope.
+#[derive(Debug)]
+enum Found {
+    /// Claimed for the first request of the batch that asked for it.
+    Claimed,
+    /// Not claimed: the row that holds it, if it is still there.
+    Held(Option<KeyRecord>),
+}
+
+/// The verdict of each request asked (scope, fingerprint, claim's end), in
+/// order, from what the statement found at `now`: the first request of a
+/// claimed scope runs, and a later one of the batch meets its claim.
+fn verdicts(
+    asked: &[([u8; 32], [u8; 32], Timestamp)],
+    found: &HashMap<[u8; 32], Found>,
+    now: Timestamp,
+) -> Vec<Begin> {
+    let mut running: HashMap<[u8; 32], KeyRecord> = HashMap::new();
+    asked
+        .iter()
+        .map(|(scope, fingerprint, until)| {
+            if let Some(claim) = running.get(scope) {
+                return claim.verdict(fingerprint, now);
+            }
+            match found.get(scope) {
+                Some(Found::Claimed) => {
+                    running.insert(*scope, KeyRecord::running(*fingerprint, *until));
+                    Begin::Run
+                }
+                Some(Found::Held(Some(record))) if record.live(now) => {
+                    record.verdict(fingerprint, now)
+                }
+                // Gone, or lapsed since: the next try claims it.
+                _ => Begin::Running { for_ms: 1 },
+            }
+        })
+        .collect()
+}
+
+/// Records a batch of answers with one statement.
+async fn answer_batch(database: &Database, mut batch: Vec<Answer>) {
+    // Rows updated in one order by every node.
+    batch.sort_unstable_by_key(|answer| answer.scope);
+    let encoded: Result<Vec<String>, StoreError> = batch
+        .iter()
+        .map(|answer| serde_json::to_string(&answer.answer.headers).map_err(StoreError::codec))
+        .collect();
+    let recorded = match encoded {
+        Ok(headers) => {
+            let scopes: Vec<&[u8]> = batch.iter().map(|a| a.scope.as_slice()).collect();
+            let fingerprints: Vec<&[u8]> = batch.iter().map(|a| a.fingerprint.as_slice()).collect();
+            let expires: Vec<SystemTime> = batch.iter().map(|a| time(a.expires)).collect();
+            let statuses: Vec<i32> = batch.iter().map(|a| i32::from(a.answer.status)).collect();
+            let bodies: Vec<&[u8]> = batch.iter().map(|a| a.answer.body.as_slice()).collect();
+            database
+                .query(
+                    "idempotency keys' answers",
+                    ANSWER_SQL,
+                    &[
+                        &scopes,
+                        &fingerprints,
+                        &expires,
+                        &statuses,
+                        &headers,
+                        &bodies,
+                    ],
+                )
+                .await
+                .map(drop)
+        }
+        Err(err) => Err(err),
+    };
+    match recorded {
+        Ok(()) => {
+            for answer in batch {
+                let _ = answer.recorded.send(Ok(()));
+            }
+        }
+        Err(err) => batcher::fail_all(batch.into_iter().map(|answer| answer.recorded), err),
+    }
+}
+
 /// The record of a row, if the row is there.
 fn record(row: &Row) -> Result<Option<KeyRecord>, StoreError> {
     let Some(fingerprint) = rows::get::<Option<Vec<u8>>>(row, "fingerprint")? else {
@@ -158,4 +373,64 @@ fn record(row: &Row) -> Result<Option<KeyRecord>, StoreError> {
         KeyState::Running { until }
     };
     Ok(Some(KeyRecord { fingerprint, state }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_runs_the_first_request_of_a_claimed_scope_and_holds_its_others() {
+        let now = Timestamp(10_000);
+        let until = Timestamp(70_000);
+        let (a, b, c, d) = ([1; 32], [2; 32], [3; 32], [4; 32]);
+        let answered = KeyRecord::answered(
+            [9; 32],
+            StoredAnswer {
+                status: 201,
+                headers: Vec::new(),
+                body: b"{}".to_vec(),
+            },
+            Timestamp(20_000),
+        );
+        let found = HashMap::from([
+            (a, Found::Claimed),
+            (b, Found::Held(Some(answered))),
+            (c, Found::Held(None)),
+            (
+                d,
+                Found::Held(Some(KeyRecord::running([9; 32], Timestamp(9_000)))),
+            ),
+        ]);
+        let asked = [
+            (a, [9; 32], until),
+            (a, [9; 32], until),
+            (a, [8; 32], until),
+            (b, [9; 32], until),
+            (b, [8; 32], until),
+            (c, [9; 32], until),
+            (d, [9; 32], until),
+        ];
+        let verdicts = verdicts(&asked, &found, now);
+        assert_eq!(verdicts[0], Begin::Run);
+        assert_eq!(
+            verdicts[1],
+            Begin::Running { for_ms: 60_000 },
+            "the same request, sent twice at once"
+        );
+        assert_eq!(verdicts[2], Begin::Reused, "another request under the key");
+        assert!(matches!(&verdicts[3], Begin::Replay(answer) if answer.status == 201));
+        assert_eq!(verdicts[4], Begin::Reused);
+        assert_eq!(
+            verdicts[5],
+            Begin::Running { for_ms: 1 },
+            "gone since: try again"
+        );
+        assert_eq!(
+            verdicts[6],
+            Begin::Running { for_ms: 1 },
+            "lapsed since: try again"
+        );
+        assert_eq!(verdicts.len(), asked.len());
+    }
 }

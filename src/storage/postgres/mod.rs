@@ -44,6 +44,7 @@ use transact::{finish_transaction, prepared, Database};
 pub use batch::JOB_DELETES_SQL;
 pub use checks::SQL as CHECK_SQL;
 pub use connect::{with_database, Settings, BACKGROUND_SESSION};
+pub use idempotency::{ANSWER_SQL as IDEMPOTENCY_ANSWER_SQL, CLAIM_SQL as IDEMPOTENCY_CLAIM_SQL};
 pub use import::Import;
 pub use leases::{
     claim_jobs_sql, Claimed, HeldElsewhere, Lease, Listening, SharedQueue, Wakeup,
@@ -64,6 +65,8 @@ pub struct PgStore {
     committer: GroupCommit,
     /// The per-request checks of several nodes, batched.
     checks: checks::Checks,
+    /// Idempotency keys' claims and answers, batched.
+    keys: idempotency::Keys,
     /// Delivery-log upkeep, batched, on the background connections.
     upkeep: upkeep::LogUpkeep,
     /// Seals webhook secrets at rest, when `storage.secret_key` is set.
@@ -143,12 +146,14 @@ impl PgStore {
         let window = settings.batch_window;
         let committer = GroupCommit::start(&io, database.clone(), key.clone(), in_flight, window);
         let checks = checks::Checks::start(&io, database.clone(), window);
+        let keys = idempotency::Keys::start(&io, database.clone(), window);
         let upkeep = upkeep::LogUpkeep::start(&io, background.clone());
         Ok(PgStore {
             database,
             background,
             committer,
             checks,
+            keys,
             upkeep,
             key,
             connector,
