@@ -249,8 +249,9 @@ pub async fn idempotency(
         .idempotency_answer(scope, fingerprint, stored, expires)
         .await
     {
-        // The change is made and answered; only its replay is lost.
-        tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's answer could not be stored; a retry after its claim lapses runs again");
+        // The change is made and answered; only its replay waits (the
+        // store may go on trying) or is lost.
+        tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's answer could not be stored at once");
     }
     let response = head.set_body(body).map_into_boxed_body();
     Ok(ServiceResponse::new(request, response).map_into_right_body())

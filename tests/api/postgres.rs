@@ -890,6 +890,74 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
     assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
 }
 
+/// Issue 31: an answer that could not be recorded when its request was
+/// answered (here the database refuses it; in production, a connection
+/// cut at that moment) is recorded in the background once it can be. A
+/// retry of the request meets the claim meanwhile (409), then gets the
+/// answer replayed: it never runs a second time. Before, the claim stayed
+/// until it lapsed a minute later, and the retry then ran again.
+#[actix_web::test]
+async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
+    let Some((url, _engine, dir)) = database("postgres::answer_later") else {
+        return;
+    };
+    let data_dir = dir.path().display().to_string();
+    let app = spawn_app_with(&[
+        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
+    ])
+    .await;
+    let org = app.org("free").await;
+    let keyed = || {
+        send(
+            &app.client,
+            &app.address,
+            Req::json(
+                actix_web::http::Method::POST,
+                &org.path("/tasks"),
+                Some(&org.owner_token),
+                Some(json!({"title": "answered later"})),
+            )
+            .header("Idempotency-Key", "answered-later"),
+        )
+    };
+    admin(
+        &url,
+        "ALTER TABLE idempotency_keys ADD CONSTRAINT not_answered_yet CHECK (NOT answered) NOT VALID"
+            .into(),
+    );
+    let created = keyed().await;
+    let task = created.json_with_status(201);
+    assert_eq!(created.header("idempotent-replayed"), "");
+    keyed().await.problem(409, "IDEMPOTENCY_KEY_IN_PROGRESS");
+    admin(
+        &url,
+        "ALTER TABLE idempotency_keys DROP CONSTRAINT not_answered_yet".into(),
+    );
+    let replayed = eventually(
+        Duration::from_secs(20),
+        "the answer is recorded",
+        || async {
+            let again = keyed().await;
+            match again.status {
+                409 => None,
+                _ => Some(again),
+            }
+        },
+    )
+    .await;
+    assert_eq!(replayed.status, 201);
+    assert_eq!(replayed.header("idempotent-replayed"), "true");
+    assert_eq!(replayed.json(), task);
+    let tasks = app
+        .get(&org.path("/tasks"), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
+}
+
 /// Lease statements that run at once on overlapping organizations (a
 /// claim for new jobs beside a renewal, a release beside a claim) lock
 /// their rows in one order, so they wait for each other instead of

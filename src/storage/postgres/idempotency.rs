@@ -8,7 +8,7 @@
 //! ran 2.5 statements per event that way, against 0.3 without keys).
 
 use std::collections::{HashMap, HashSet};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::oneshot;
 use tokio_postgres::Row;
@@ -89,12 +89,29 @@ struct Claim {
 
 /// A request's answer to record, and where to say it is recorded.
 struct Answer {
+    row: AnswerRow,
+    recorded: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// An answer, as recorded in its key's row.
+struct AnswerRow {
     scope: [u8; 32],
     fingerprint: [u8; 32],
     answer: StoredAnswer,
     expires: Timestamp,
-    recorded: oneshot::Sender<Result<(), StoreError>>,
 }
+
+/// The pauses before each new try of a batch of answers that failed:
+/// about 30 s in all, well within the claim's minute, after which a retry
+/// of the request may run it again. Its requests are answered meanwhile
+/// (their changes are made); only their replays wait for it.
+const ANSWERED_AGAIN_AFTER: [Duration; 5] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+    Duration::from_secs(8),
+    Duration::from_secs(16),
+];
 
 /// The queues of claims and answers.
 #[derive(Clone)]
@@ -162,10 +179,12 @@ impl PgStore {
         self.keys
             .answers
             .send(Answer {
-                scope,
-                fingerprint,
-                answer,
-                expires,
+                row: AnswerRow {
+                    scope,
+                    fingerprint,
+                    answer,
+                    expires,
+                },
                 recorded,
             })
             .map_err(|_| StoreError::Closed)?;
@@ -304,47 +323,71 @@ fn verdicts(
         .collect()
 }
 
-/// Records a batch of answers with one statement.
-async fn answer_batch(database: &Database, mut batch: Vec<Answer>) {
+/// Records a batch of answers with one statement; when that fails, tells
+/// their requests so and goes on trying in the background, so that a
+/// connection cut at that moment costs no replay.
+async fn answer_batch(database: &Database, batch: Vec<Answer>) {
+    let (mut rows, recorded): (Vec<AnswerRow>, Vec<_>) = batch
+        .into_iter()
+        .map(|answer| (answer.row, answer.recorded))
+        .unzip();
     // Rows updated in one order by every node.
-    batch.sort_unstable_by_key(|answer| answer.scope);
-    let encoded: Result<Vec<String>, StoreError> = batch
-        .iter()
-        .map(|answer| serde_json::to_string(&answer.answer.headers).map_err(StoreError::codec))
-        .collect();
-    let recorded = match encoded {
-        Ok(headers) => {
-            let scopes: Vec<&[u8]> = batch.iter().map(|a| a.scope.as_slice()).collect();
-            let fingerprints: Vec<&[u8]> = batch.iter().map(|a| a.fingerprint.as_slice()).collect();
-            let expires: Vec<SystemTime> = batch.iter().map(|a| time(a.expires)).collect();
-            let statuses: Vec<i32> = batch.iter().map(|a| i32::from(a.answer.status)).collect();
-            let bodies: Vec<&[u8]> = batch.iter().map(|a| a.answer.body.as_slice()).collect();
-            database
-                .query(
-                    "idempotency keys' answers",
-                    ANSWER_SQL,
-                    &[
-                        &scopes,
-                        &fingerprints,
-                        &expires,
-                        &statuses,
-                        &headers,
-                        &bodies,
-                    ],
-                )
-                .await
-                .map(drop)
+    rows.sort_unstable_by_key(|row| row.scope);
+    let Err(err) = record_answers(database, &rows).await else {
+        for recorded in recorded {
+            let _ = recorded.send(Ok(()));
         }
-        Err(err) => Err(err),
+        return;
     };
-    match recorded {
-        Ok(()) => {
-            for answer in batch {
-                let _ = answer.recorded.send(Ok(()));
+    batcher::fail_all(recorded, err);
+    let database = database.clone();
+    tokio::spawn(async move {
+        let mut last = None;
+        for pause in ANSWERED_AGAIN_AFTER {
+            tokio::time::sleep(pause).await;
+            match record_answers(&database, &rows).await {
+                Ok(()) => {
+                    tracing::info!(
+                        answers = rows.len(),
+                        "idempotency keys' answers recorded after a failed try"
+                    );
+                    return;
+                }
+                Err(err) => last = Some(err),
             }
         }
-        Err(err) => batcher::fail_all(batch.into_iter().map(|answer| answer.recorded), err),
-    }
+        if let Some(err) = last {
+            tracing::warn!(answers = rows.len(), error = %crate::telemetry::cause_chain(&err), "idempotency keys' answers could not be recorded; a retry of their requests runs again once their claims lapse");
+        }
+    });
+}
+
+/// Runs the answer statement for `rows`.
+async fn record_answers(database: &Database, rows: &[AnswerRow]) -> Result<(), StoreError> {
+    let headers = rows
+        .iter()
+        .map(|row| serde_json::to_string(&row.answer.headers).map_err(StoreError::codec))
+        .collect::<Result<Vec<String>, StoreError>>()?;
+    let scopes: Vec<&[u8]> = rows.iter().map(|r| r.scope.as_slice()).collect();
+    let fingerprints: Vec<&[u8]> = rows.iter().map(|r| r.fingerprint.as_slice()).collect();
+    let expires: Vec<SystemTime> = rows.iter().map(|r| time(r.expires)).collect();
+    let statuses: Vec<i32> = rows.iter().map(|r| i32::from(r.answer.status)).collect();
+    let bodies: Vec<&[u8]> = rows.iter().map(|r| r.answer.body.as_slice()).collect();
+    database
+        .query(
+            "idempotency keys' answers",
+            ANSWER_SQL,
+            &[
+                &scopes,
+                &fingerprints,
+                &expires,
+                &statuses,
+                &headers,
+                &bodies,
+            ],
+        )
+        .await
+        .map(drop)
 }
 
 /// The record of a row, if the row is there.
