@@ -248,7 +248,9 @@ fn closed() -> tokio_postgres::Error {
 /// table, dead rows included, on every call afterwards (seen with two
 /// nodes: a thousand pages a read of jobs). Without sequential scans, a
 /// key is always found by its index or tuple id; a statement that has no
-/// other way still scans.
+/// other way still scans. The idempotency keys' statements, on request
+/// connections, run with the same settings for their own transaction
+/// ([`super::transact::Database::query_planned_with`]).
 pub const BACKGROUND_SESSION: &[(&str, &str)] = &[("enable_seqscan", "off")];
 
 /// Which work a pool serves.

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use tokio_postgres::Row;
 
 use super::batcher::{self, Queue};
-use super::connect::IoThread;
+use super::connect::{IoThread, BACKGROUND_SESSION};
 use super::rows::{self, stamp, time};
 use super::transact::Database;
 use super::PgStore;
@@ -29,55 +29,51 @@ const MOST_AT_ONCE: usize = 256;
 /// that the next batch grows while it runs, as the checks do.
 const IN_FLIGHT: usize = 1;
 
-/// Claims every scope asked (each once), in the order of the scopes so
-/// that two nodes' batches lock their rows in one order, unless a live
-/// row holds it; one row per scope asked: whether it was claimed, and the
-/// row as it was before (the main query sees the table without the
-/// insert's rows). Each row is found by its key (a lateral subquery kept
-/// apart by its LIMIT), and the arrays come in through scalar subqueries,
-/// as in the checks, so that PostgreSQL keeps one plan for any batch.
-pub const CLAIM_SQL: &str = "WITH asked AS MATERIALIZED ( \
-       SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), \
-                            (SELECT $3::timestamptz[])) AS a (scope, fingerprint, until)), \
-     claimed AS ( \
-       INSERT INTO idempotency_keys AS k \
-              (scope, fingerprint, answered, live_until, status, headers, body) \
-       SELECT scope, fingerprint, false, until, NULL, NULL, NULL FROM asked ORDER BY scope \
-       ON CONFLICT (scope) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, \
-              answered = false, live_until = EXCLUDED.live_until, \
-              status = NULL, headers = NULL, body = NULL \
-        WHERE k.live_until <= $4 \
-       RETURNING k.scope) \
-     SELECT a.scope AS asked, EXISTS (SELECT 1 FROM claimed c WHERE c.scope = a.scope) AS claimed, \
-            k.fingerprint, k.answered, k.live_until, k.status, k.headers, k.body \
-       FROM asked a \
-       LEFT JOIN LATERAL (SELECT k.fingerprint, k.answered, k.live_until, k.status, \
-                                 k.headers::text AS headers, k.body \
-                            FROM idempotency_keys k WHERE k.scope = a.scope LIMIT 1) k ON true";
+/// Claims every scope asked (each once) unless a live row holds it, in
+/// the order of the scopes so that two nodes' batches lock their rows in
+/// one order; answers the scopes claimed. Each row is found by the
+/// arbiter index, whatever the table's size.
+pub const CLAIM_SQL: &str = "INSERT INTO idempotency_keys AS k \
+       (scope, fingerprint, answered, live_until, status, headers, body) \
+     SELECT scope, fingerprint, false, until, NULL, NULL, NULL \
+       FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), (SELECT $3::timestamptz[])) \
+            AS a (scope, fingerprint, until) \
+      ORDER BY scope \
+     ON CONFLICT (scope) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, \
+            answered = false, live_until = EXCLUDED.live_until, \
+            status = NULL, headers = NULL, body = NULL \
+      WHERE k.live_until <= $4 \
+     RETURNING k.scope";
 
-/// Records the answers of the requests that hold their claims (scope and
-/// fingerprint both match). Each row is found by its key (a lateral
-/// subquery kept apart by its LIMIT), then updated by its tuple id; a row
-/// updated meanwhile (a lapsed claim taken over) is skipped, its tuple id
-/// being another. Planned as a join, the plan PostgreSQL kept from the table's first
-/// moments, when it was nearly empty, hashed the answers and read the
-/// whole table on every call (2.8 ms per call after 20,000 keys).
-pub const ANSWER_SQL: &str = "WITH given AS ( \
-       SELECT * FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), \
-                            (SELECT $3::timestamptz[]), (SELECT $4::int4[]), \
-                            (SELECT $5::text[]), (SELECT $6::bytea[])) \
-           AS g (scope, fingerprint, expires, status, headers, body)), \
-     found AS ( \
-       SELECT f.tid, g.expires, g.status, g.headers, g.body \
-         FROM given g \
-        CROSS JOIN LATERAL ( \
-          SELECT k.ctid AS tid FROM idempotency_keys k \
-           WHERE k.scope = g.scope AND k.fingerprint = g.fingerprint \
-           LIMIT 1) f) \
-     UPDATE idempotency_keys k SET answered = true, live_until = found.expires, \
-            status = found.status, headers = found.headers::json, body = found.body \
-       FROM found \
-      WHERE k.ctid = ANY(ARRAY(SELECT tid FROM found)) AND k.ctid = found.tid";
+/// The rows that hold the scopes a claim did not get: asked only when
+/// there are some (a retry, a replay), each row found by its key (a
+/// lateral subquery kept apart by its LIMIT). It runs without sequential
+/// scans ([`BACKGROUND_SESSION`], for its own transaction): planned while
+/// the table is nearly empty (after a purge), the lookup would scan it,
+/// and the plan kept would go on scanning it as a burst fills it.
+pub const HELD_SQL: &str = "SELECT k.scope, k.fingerprint, k.answered, k.live_until, k.status, \
+            k.headers::text AS headers, k.body \
+       FROM unnest((SELECT $1::bytea[])) AS a (scope) \
+      CROSS JOIN LATERAL (SELECT * FROM idempotency_keys k WHERE k.scope = a.scope LIMIT 1) k";
+
+/// Records the answers of the requests that hold their claims: each
+/// key's row, when its fingerprint is the request's (a row taken over by
+/// another request after its claim lapsed keeps that one's), or a new row
+/// if the claim's row is gone. Written as an insert, so that each row is
+/// found by the arbiter index whatever the table's size: planned as a
+/// join, the plan PostgreSQL kept from the table's first moments, when it
+/// was nearly empty, hashed the batch and read the whole table on every
+/// call (2.8 ms per call after 20,000 keys).
+pub const ANSWER_SQL: &str = "INSERT INTO idempotency_keys AS k \
+       (scope, fingerprint, answered, live_until, status, headers, body) \
+     SELECT scope, fingerprint, true, expires, status, headers::json, body \
+       FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), (SELECT $3::timestamptz[]), \
+                   (SELECT $4::int4[]), (SELECT $5::text[]), (SELECT $6::bytea[])) \
+            AS g (scope, fingerprint, expires, status, headers, body) \
+      ORDER BY scope \
+     ON CONFLICT (scope) DO UPDATE SET answered = true, live_until = EXCLUDED.live_until, \
+            status = EXCLUDED.status, headers = EXCLUDED.headers, body = EXCLUDED.body \
+      WHERE k.fingerprint = EXCLUDED.fingerprint";
 
 /// A request's claim of its key, and where its verdict goes.
 struct Claim {
@@ -234,9 +230,9 @@ impl PgStore {
     }
 }
 
-/// Serves a batch of claims with one statement.
+/// Serves a batch of claims with one statement (two when some of its
+/// keys are held).
 async fn claim_batch(database: &Database, batch: Vec<Claim>) {
-    let now = Timestamp::now();
     let mut asked = HashSet::with_capacity(batch.len());
     let (mut scopes, mut fingerprints, mut untils) = (Vec::new(), Vec::new(), Vec::new());
     for claim in &batch {
@@ -248,30 +244,9 @@ async fn claim_batch(database: &Database, batch: Vec<Claim>) {
             untils.push(time(claim.until));
         }
     }
-    let found = database
-        .query(
-            "idempotency keys",
-            CLAIM_SQL,
-            &[&scopes, &fingerprints, &untils, &time(now)],
-        )
-        .await
-        .and_then(|rows| {
-            rows.iter()
-                .map(|row| {
-                    let scope = rows::get::<Vec<u8>>(row, "asked")?;
-                    let scope =
-                        <[u8; 32]>::try_from(scope.as_slice()).map_err(StoreError::codec)?;
-                    let found = if rows::get::<bool>(row, "claimed")? {
-                        Found::Claimed
-                    } else {
-                        Found::Held(record(row)?)
-                    };
-                    Ok((scope, found))
-                })
-                .collect::<Result<HashMap<_, _>, StoreError>>()
-        });
-    match found {
+    match claim_scopes(database, &scopes, &fingerprints, &untils).await {
         Ok(found) => {
+            let now = Timestamp::now();
             let asked: Vec<_> = batch
                 .iter()
                 .map(|claim| (claim.scope, claim.fingerprint, claim.until))
@@ -284,12 +259,60 @@ async fn claim_batch(database: &Database, batch: Vec<Claim>) {
     }
 }
 
-/// What the claim statement found for a scope.
+/// Claims `scopes` (each once), then reads the rows of those held.
+async fn claim_scopes(
+    database: &Database,
+    scopes: &[Vec<u8>],
+    fingerprints: &[Vec<u8>],
+    untils: &[SystemTime],
+) -> Result<HashMap<[u8; 32], Found>, StoreError> {
+    let now = time(Timestamp::now());
+    let claimed = database
+        .query(
+            "idempotency keys",
+            CLAIM_SQL,
+            &[&scopes, &fingerprints, &untils, &now],
+        )
+        .await?;
+    let mut found = HashMap::with_capacity(scopes.len());
+    for row in &claimed {
+        found.insert(scope_of(row)?, Found::Claimed);
+    }
+    let held: Vec<&[u8]> = scopes
+        .iter()
+        .map(Vec::as_slice)
+        .filter(|scope| <[u8; 32]>::try_from(*scope).is_ok_and(|scope| !found.contains_key(&scope)))
+        .collect();
+    if held.is_empty() {
+        return Ok(found);
+    }
+    let rows = database
+        .query_planned_with(
+            "held idempotency keys",
+            BACKGROUND_SESSION,
+            HELD_SQL,
+            &[&held],
+        )
+        .await?;
+    for row in &rows {
+        found.insert(scope_of(row)?, Found::Held(record(row)?));
+    }
+    Ok(found)
+}
+
+/// The `scope` column of `row`.
+fn scope_of(row: &Row) -> Result<[u8; 32], StoreError> {
+    let scope = rows::get::<Vec<u8>>(row, "scope")?;
+    <[u8; 32]>::try_from(scope.as_slice()).map_err(StoreError::codec)
+}
+
+/// What the claim found for a scope (a scope neither claimed nor read is
+/// one whose row went away between the two statements).
 #[derive(Debug)]
 enum Found {
     /// Claimed for the first request of the batch that asked for it.
     Claimed,
-    /// Not claimed: the row that holds it, if it is still there.
+    /// Not claimed: the row that holds it.
     Held(Option<KeyRecord>),
 }
 
@@ -331,8 +354,10 @@ async fn answer_batch(database: &Database, batch: Vec<Answer>) {
         .into_iter()
         .map(|answer| (answer.row, answer.recorded))
         .unzip();
-    // Rows updated in one order by every node.
-    rows.sort_unstable_by_key(|row| row.scope);
+    // Each key once (an insert may not touch a row twice: two requests
+    // hold one key only when the first one's claim lapsed while it ran).
+    let mut seen = HashSet::with_capacity(rows.len());
+    rows.retain(|row| seen.insert(row.scope));
     let Err(err) = record_answers(database, &rows).await else {
         for recorded in recorded {
             let _ = recorded.send(Ok(()));

@@ -44,7 +44,10 @@ use transact::{finish_transaction, prepared, Database};
 pub use batch::JOB_DELETES_SQL;
 pub use checks::SQL as CHECK_SQL;
 pub use connect::{with_database, Settings, BACKGROUND_SESSION};
-pub use idempotency::{ANSWER_SQL as IDEMPOTENCY_ANSWER_SQL, CLAIM_SQL as IDEMPOTENCY_CLAIM_SQL};
+pub use idempotency::{
+    ANSWER_SQL as IDEMPOTENCY_ANSWER_SQL, CLAIM_SQL as IDEMPOTENCY_CLAIM_SQL,
+    HELD_SQL as IDEMPOTENCY_HELD_SQL,
+};
 pub use import::Import;
 pub use leases::{
     claim_jobs_sql, Claimed, HeldElsewhere, Lease, Listening, SharedQueue, Wakeup,

@@ -76,6 +76,45 @@ impl Database {
         .await
     }
 
+    /// Runs one query as [`Database::query`] does, in a transaction of its
+    /// own that sets `session` for itself alone, all in one round trip: for
+    /// a request's statement on a table that swings between empty and
+    /// large, which a plan kept from an empty moment would read whole on
+    /// every call (see [`super::connect::BACKGROUND_SESSION`]).
+    pub async fn query_planned_with(
+        &self,
+        what: &str,
+        session: &[(&str, &str)],
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let begin: String = std::iter::once("BEGIN".to_owned())
+            .chain(
+                session
+                    .iter()
+                    .map(|(name, value)| format!("SET LOCAL {name} = {value}")),
+            )
+            .collect::<Vec<_>>()
+            .join("; ");
+        let begin = begin.as_str();
+        again_after_conflicts(move || {
+            self.with(what, async move |client| {
+                // Planned when run, inside the transaction, with `session`.
+                let statement = prepared(client, sql).await?;
+                let (begun, rows, committed) = futures_util::join!(
+                    client.batch_execute(begin),
+                    client.query(&statement, params),
+                    client.batch_execute("COMMIT")
+                );
+                begun.map_err(from_pg)?;
+                let rows = rows.map_err(sent_and_lost)?;
+                committed.map_err(sent_and_lost)?;
+                Ok(rows)
+            })
+        })
+        .await
+    }
+
     /// Commits `statements` in one transaction, in one round trip, again
     /// when PostgreSQL stopped it as a conflict. One whose answer is later
     /// than the timeout may have been committed ([`StoreError::Unconfirmed`]).
