@@ -3,9 +3,10 @@
 //! with one key, on any nodes, cannot both run.
 //!
 //! Claims and answers are batched as the per-request checks are
-//! ([`batcher`]): concurrent keyed requests share one claim statement and
-//! one answer statement, instead of one each per request (a keyed burst
-//! ran 2.5 statements per event that way, against 0.3 without keys).
+//! ([`batcher`]): concurrent keyed requests share one claim statement
+//! (and a read of the keys held, when some are) and one answer statement,
+//! instead of one each per request (a keyed burst ran 2.5 statements per
+//! event that way, against 0.3 without keys).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
@@ -119,7 +120,7 @@ pub struct Keys {
 impl Keys {
     /// Starts the claiming and answering tasks on `io`, each statement
     /// waiting up to `window` for more requests when the node is busy.
-    pub fn start(io: &IoThread, database: Database, window: std::time::Duration) -> Self {
+    pub fn start(io: &IoThread, database: Database, window: Duration) -> Self {
         let shape = batcher::Shape {
             in_flight: IN_FLIGHT,
             most: MOST_AT_ONCE,
