@@ -320,7 +320,7 @@ impl Counts {
 
 /// What a node checks on every authorized request when several nodes
 /// share the store ([`Store::freshness`]).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Freshness {
     /// The token presented and its user; `None` when it is unknown or
     /// revoked.

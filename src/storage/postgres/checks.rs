@@ -101,18 +101,18 @@ impl Checks {
 }
 
 async fn check_batch(database: &Database, batch: Vec<Ask>) {
-    let tokens: Vec<Option<Vec<u8>>> = batch
+    let (asked, slots) = distinct(batch.iter().map(|ask| (ask.token, ask.org)));
+    let tokens: Vec<Option<Vec<u8>>> = asked
         .iter()
-        .map(|ask| ask.token.map(|token| token.to_vec()))
+        .map(|(token, _)| token.map(|token| token.to_vec()))
         .collect();
-    let orgs: Vec<Option<Uuid>> = batch.iter().map(|ask| ask.org.map(|org| org.0)).collect();
+    let orgs: Vec<Option<Uuid>> = asked.iter().map(|(_, org)| org.map(|org| org.0)).collect();
     let found = database
         .with("the token checks", async |client| {
             query(client, SQL, &[&tokens, &orgs]).await
         })
         .await;
-    let mut answers: Vec<Option<Freshness>> = Vec::new();
-    answers.resize_with(batch.len(), || None);
+    let mut answers: Vec<Option<Freshness>> = vec![None; asked.len()];
     let decoded = found.and_then(|rows| {
         for row in &rows {
             let i = rows::get::<i64>(row, "i")?;
@@ -124,12 +124,30 @@ async fn check_batch(database: &Database, batch: Vec<Ask>) {
     });
     match decoded {
         Ok(()) => {
-            for (ask, answer) in batch.into_iter().zip(answers) {
+            for (ask, slot) in batch.into_iter().zip(slots) {
+                let answer = answers.get(slot).cloned().flatten();
                 let _ = ask.answer.send(Ok(answer.unwrap_or_default()));
             }
         }
         Err(err) => batcher::fail_all(batch.into_iter().map(|ask| ask.answer), err),
     }
+}
+
+/// What to ask (each token and organization once: a busy organization's
+/// requests, and its delivery attempts, share a row), and for each ask
+/// the index of its row.
+fn distinct<K: Copy + Eq + std::hash::Hash>(asks: impl Iterator<Item = K>) -> (Vec<K>, Vec<usize>) {
+    let mut asked = Vec::new();
+    let mut rows = std::collections::HashMap::new();
+    let slots = asks
+        .map(|ask| {
+            *rows.entry(ask).or_insert_with(|| {
+                asked.push(ask);
+                asked.len() - 1
+            })
+        })
+        .collect();
+    (asked, slots)
 }
 
 /// One row of [`SQL`].
@@ -144,4 +162,17 @@ fn freshness(row: &tokio_postgres::Row) -> Result<Freshness, StoreError> {
         },
         revision: revision.map(|r| u64::try_from(r).unwrap_or_default()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_token_and_organization_is_asked_once() {
+        let (asked, slots) =
+            distinct([(1, 'a'), (2, 'a'), (1, 'a'), (1, 'b'), (2, 'a')].into_iter());
+        assert_eq!(asked, vec![(1, 'a'), (2, 'a'), (1, 'b')]);
+        assert_eq!(slots, vec![0, 1, 0, 2, 1]);
+    }
 }
