@@ -1326,3 +1326,79 @@ fn idempotency_statements_find_their_rows_by_key_in_every_plan() {
         }
     }
 }
+
+/// Issue 31: the purge of idempotency keys deletes the rows past their
+/// time, at most as many as asked at once, and skips a row another
+/// transaction holds (a claim taking over that lapsed key) instead of
+/// waiting for it, so a purge and a batch of claims never wait on each
+/// other in turn.
+#[actix_web::test]
+async fn the_purge_deletes_lapsed_keys_in_batches_and_skips_a_key_being_taken_over() {
+    use rolecall::storage::postgres::Settings;
+    use rolecall::storage::PgStore;
+    use rolecall::time::Timestamp;
+
+    let Some((url, _engine, _dir)) = database("postgres::idempotency_purge") else {
+        return;
+    };
+    let settings = Settings {
+        url: url.clone(),
+        pool: 2,
+        background_pool: 2,
+        connect_timeout: Duration::from_secs(5),
+        statement_timeout: Duration::from_secs(10),
+        batch_window: Duration::ZERO,
+    };
+    let store = PgStore::open(&settings, None)
+        .await
+        .expect("the store opens");
+    admin(
+        &url,
+        "INSERT INTO idempotency_keys (scope, fingerprint, answered, live_until) \
+         SELECT sha256(i::text::bytea), sha256(i::text::bytea), true, \
+                now() + CASE WHEN i <= 4 THEN interval '-1 minute' ELSE interval '1 hour' END \
+           FROM generate_series(1, 5) i"
+            .into(),
+    );
+    let count = |url: &str| texts(url, "SELECT count(*)::text FROM idempotency_keys");
+    // A transaction of its own holds lapsed key 1, as a claim taking it
+    // over would, while the purge runs.
+    let (locked, release) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            on_database(&url, |client| async move {
+                client
+                    .batch_execute(
+                        "BEGIN; SELECT 1 FROM idempotency_keys \
+                         WHERE scope = sha256('1'::bytea) FOR UPDATE",
+                    )
+                    .await
+                    .expect("locked");
+                let _ = locked.send(());
+                // Held until the test has purged.
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                client.batch_execute("COMMIT").await.expect("committed");
+            })
+        })
+    };
+    release.recv().expect("the row is held");
+    let now = Timestamp::now();
+    let purge = |limit| store.idempotency_purge(now, limit);
+    let first = tokio::time::timeout(Duration::from_secs(2), purge(2)).await;
+    assert_eq!(
+        first.ok().and_then(Result::ok),
+        Some(2),
+        "two at once, without waiting"
+    );
+    let second = tokio::time::timeout(Duration::from_secs(2), purge(2)).await;
+    assert_eq!(
+        second.ok().and_then(Result::ok),
+        Some(1),
+        "the held one is skipped"
+    );
+    holder.join().expect("the holder ends");
+    assert_eq!(purge(2).await.ok(), Some(1), "then purged");
+    assert_eq!(purge(2).await.ok(), Some(0));
+    assert_eq!(count(&url), ["1"], "the live key stays");
+}

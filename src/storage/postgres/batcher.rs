@@ -5,7 +5,8 @@
 //! by themselves while the earlier ones are in flight, and a busy batcher
 //! lets each batch grow a moment longer. A request joins
 //! only a batch that is not sent yet, so what it reads is never older
-//! than the request. Used by the group commit and the per-request checks.
+//! than the request. Used by the group commit, the per-request checks and
+//! the idempotency keys' claims and answers.
 
 use std::future::Future;
 use std::sync::Arc;

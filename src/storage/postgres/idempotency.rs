@@ -99,8 +99,9 @@ struct AnswerRow {
 }
 
 /// The pauses before each new try of a batch of answers that failed:
-/// about 30 s in all, well within the claim's minute, after which a retry
-/// of the request may run it again. Its requests are answered meanwhile
+/// about 30 s in all, within the claim's minute for requests that ran less
+/// than half of it (past the claim, a retry of the request may run it
+/// again). Its requests are answered meanwhile
 /// (their changes are made); only their replays wait for it.
 const ANSWERED_AGAIN_AFTER: [Duration; 5] = [
     Duration::from_secs(1),
@@ -141,8 +142,9 @@ impl Keys {
 
 impl PgStore {
     /// See [`crate::storage::Store::idempotency_begin`]: the claim shares
-    /// one statement with the claims of concurrent requests, judged at the
-    /// moment it runs (`now` is when the request asked, no later).
+    /// one statement with the claims of concurrent requests, and is judged
+    /// at the moment that statement runs, not at `now` (when the request
+    /// asked, which is no later).
     pub async fn idempotency_begin(
         &self,
         scope: [u8; 32],
@@ -218,7 +220,8 @@ impl PgStore {
             .query(
                 "purging idempotency keys",
                 "WITH gone AS (DELETE FROM idempotency_keys WHERE scope IN \
-                   (SELECT scope FROM idempotency_keys WHERE live_until <= $1 LIMIT $2) \
+                   (SELECT scope FROM idempotency_keys WHERE live_until <= $1 LIMIT $2 \
+                    FOR UPDATE SKIP LOCKED) \
                    RETURNING 1) SELECT count(*) AS n FROM gone",
                 &[&time(now), &limit],
             )
@@ -245,22 +248,43 @@ async fn claim_batch(database: &Database, batch: Vec<Claim>) {
             untils.push(time(claim.until));
         }
     }
-    match claim_scopes(database, &scopes, &fingerprints, &untils).await {
-        Ok(found) => {
-            let now = Timestamp::now();
-            let asked: Vec<_> = batch
-                .iter()
-                .map(|claim| (claim.scope, claim.fingerprint, claim.until))
-                .collect();
-            for (claim, verdict) in batch.into_iter().zip(verdicts(&asked, &found, now)) {
-                let _ = claim.verdict.send(Ok(verdict));
-            }
+    let mut found = match claim_scopes(database, &scopes, &fingerprints, &untils).await {
+        Ok(claimed) => claimed,
+        Err(err) => return batcher::fail_all(batch.into_iter().map(|claim| claim.verdict), err),
+    };
+    let held: Vec<&[u8]> = scopes
+        .iter()
+        .map(Vec::as_slice)
+        .filter(|scope| <[u8; 32]>::try_from(*scope).is_ok_and(|s| !found.contains_key(&s)))
+        .collect();
+    // A failed read of the keys held fails only their requests: the keys
+    // claimed are this batch's, and their requests run.
+    let mut unread = None;
+    if !held.is_empty() {
+        match read_held(database, &held).await {
+            Ok(rows) => found.extend(rows),
+            Err(err) => unread = Some(err),
         }
-        Err(err) => batcher::fail_all(batch.into_iter().map(|claim| claim.verdict), err),
+    }
+    let now = Timestamp::now();
+    let asked: Vec<_> = batch
+        .iter()
+        .map(|claim| (claim.scope, claim.fingerprint, claim.until))
+        .collect();
+    let mut failed = Vec::new();
+    for (claim, verdict) in batch.into_iter().zip(verdicts(&asked, &found, now)) {
+        if unread.is_some() && !found.contains_key(&claim.scope) {
+            failed.push(claim.verdict);
+        } else {
+            let _ = claim.verdict.send(Ok(verdict));
+        }
+    }
+    if let Some(err) = unread {
+        batcher::fail_all(failed, err);
     }
 }
 
-/// Claims `scopes` (each once), then reads the rows of those held.
+/// Claims `scopes` (each once): the scopes claimed.
 async fn claim_scopes(
     database: &Database,
     scopes: &[Vec<u8>],
@@ -275,30 +299,28 @@ async fn claim_scopes(
             &[&scopes, &fingerprints, &untils, &now],
         )
         .await?;
-    let mut found = HashMap::with_capacity(scopes.len());
-    for row in &claimed {
-        found.insert(scope_of(row)?, Found::Claimed);
-    }
-    let held: Vec<&[u8]> = scopes
+    claimed
         .iter()
-        .map(Vec::as_slice)
-        .filter(|scope| <[u8; 32]>::try_from(*scope).is_ok_and(|scope| !found.contains_key(&scope)))
-        .collect();
-    if held.is_empty() {
-        return Ok(found);
-    }
+        .map(|row| Ok((scope_of(row)?, Found::Claimed)))
+        .collect()
+}
+
+/// The rows that hold `scopes`.
+async fn read_held(
+    database: &Database,
+    scopes: &[&[u8]],
+) -> Result<Vec<([u8; 32], Found)>, StoreError> {
     let rows = database
         .query_planned_with(
             "held idempotency keys",
             BACKGROUND_SESSION,
             HELD_SQL,
-            &[&held],
+            &[&scopes],
         )
         .await?;
-    for row in &rows {
-        found.insert(scope_of(row)?, Found::Held(record(row)?));
-    }
-    Ok(found)
+    rows.iter()
+        .map(|row| Ok((scope_of(row)?, Found::Held(record(row)?))))
+        .collect()
 }
 
 /// The `scope` column of `row`.
@@ -355,10 +377,8 @@ async fn answer_batch(database: &Database, batch: Vec<Answer>) {
         .into_iter()
         .map(|answer| (answer.row, answer.recorded))
         .unzip();
-    // Each key once (an insert may not touch a row twice: two requests
-    // hold one key only when the first one's claim lapsed while it ran).
-    let mut seen = HashSet::with_capacity(rows.len());
-    rows.retain(|row| seen.insert(row.scope));
+    // Rows updated in one order by every node.
+    rows.sort_by_key(|row| row.scope);
     let Err(err) = record_answers(database, &rows).await else {
         for recorded in recorded {
             let _ = recorded.send(Ok(()));
@@ -388,8 +408,22 @@ async fn answer_batch(database: &Database, batch: Vec<Answer>) {
     });
 }
 
-/// Runs the answer statement for `rows`.
+/// Records `rows`: in one statement, or in one per answer of a key that
+/// comes twice (an insert may not touch a row twice; two requests hold one
+/// key only when the first one's claim lapsed while it ran, and the row
+/// keeps the answer of the one whose fingerprint it has).
 async fn record_answers(database: &Database, rows: &[AnswerRow]) -> Result<(), StoreError> {
+    if rows.windows(2).all(|pair| pair[0].scope != pair[1].scope) {
+        return record_answers_once(database, rows).await;
+    }
+    for row in rows {
+        record_answers_once(database, std::slice::from_ref(row)).await?;
+    }
+    Ok(())
+}
+
+/// Runs the answer statement for `rows`, each key once.
+async fn record_answers_once(database: &Database, rows: &[AnswerRow]) -> Result<(), StoreError> {
     let headers = rows
         .iter()
         .map(|row| serde_json::to_string(&row.answer.headers).map_err(StoreError::codec))

@@ -76,11 +76,13 @@ impl Database {
         .await
     }
 
-    /// Runs one query as [`Database::query`] does, in a transaction of its
-    /// own that sets `session` for itself alone, all in one round trip: for
-    /// a request's statement on a table that swings between empty and
-    /// large, which a plan kept from an empty moment would read whole on
-    /// every call (see [`super::connect::BACKGROUND_SESSION`]).
+    /// Runs one read as [`Database::query`] does, in a transaction of its
+    /// own that sets `session` for itself alone, in one round trip (after
+    /// the statement's first preparation on the connection): for a
+    /// request's read of a table that swings between empty and large, which
+    /// a plan kept from an empty moment would read whole on every call (see
+    /// [`super::connect::BACKGROUND_SESSION`]). A lost answer is only a
+    /// failed read: nothing was changed.
     pub async fn query_planned_with(
         &self,
         what: &str,
@@ -107,8 +109,8 @@ impl Database {
                     client.batch_execute("COMMIT")
                 );
                 begun.map_err(from_pg)?;
-                let rows = rows.map_err(sent_and_lost)?;
-                committed.map_err(sent_and_lost)?;
+                let rows = rows.map_err(from_pg)?;
+                committed.map_err(from_pg)?;
                 Ok(rows)
             })
         })
