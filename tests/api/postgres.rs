@@ -958,6 +958,22 @@ async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
     assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
 }
 
+/// The store on the database at `url`, opened by the test itself (no
+/// server), with `background` background connections.
+async fn store_on(url: &str, background: usize) -> rolecall::storage::PgStore {
+    let settings = rolecall::storage::postgres::Settings {
+        url: url.to_owned(),
+        pool: 2,
+        background_pool: background,
+        connect_timeout: Duration::from_secs(5),
+        statement_timeout: Duration::from_secs(10),
+        batch_window: Duration::ZERO,
+    };
+    rolecall::storage::PgStore::open(&settings, None)
+        .await
+        .expect("the store opens")
+}
+
 /// Lease statements that run at once on overlapping organizations (a
 /// claim for new jobs beside a renewal, a release beside a claim) lock
 /// their rows in one order, so they wait for each other instead of
@@ -966,23 +982,11 @@ async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
 #[actix_web::test]
 async fn lease_statements_on_overlapping_organizations_never_deadlock() {
     use rolecall::ids::OrgId;
-    use rolecall::storage::postgres::Settings;
-    use rolecall::storage::PgStore;
 
     let Some((url, _engine, _dir)) = database("postgres::lease_deadlocks") else {
         return;
     };
-    let settings = Settings {
-        url: url.clone(),
-        pool: 2,
-        background_pool: 8,
-        connect_timeout: Duration::from_secs(5),
-        statement_timeout: Duration::from_secs(10),
-        batch_window: Duration::ZERO,
-    };
-    let store = PgStore::open(&settings, None)
-        .await
-        .expect("the store opens");
+    let store = store_on(&url, 8).await;
     let orgs: Vec<OrgId> = texts(
         &url,
         "INSERT INTO delivery_leases (organization_id) \
@@ -1334,24 +1338,12 @@ fn idempotency_statements_find_their_rows_by_key_in_every_plan() {
 /// other in turn.
 #[actix_web::test]
 async fn the_purge_deletes_lapsed_keys_in_batches_and_skips_a_key_being_taken_over() {
-    use rolecall::storage::postgres::Settings;
-    use rolecall::storage::PgStore;
     use rolecall::time::Timestamp;
 
     let Some((url, _engine, _dir)) = database("postgres::idempotency_purge") else {
         return;
     };
-    let settings = Settings {
-        url: url.clone(),
-        pool: 2,
-        background_pool: 2,
-        connect_timeout: Duration::from_secs(5),
-        statement_timeout: Duration::from_secs(10),
-        batch_window: Duration::ZERO,
-    };
-    let store = PgStore::open(&settings, None)
-        .await
-        .expect("the store opens");
+    let store = store_on(&url, 2).await;
     admin(
         &url,
         "INSERT INTO idempotency_keys (scope, fingerprint, answered, live_until) \
