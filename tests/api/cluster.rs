@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::engines::{on_database, Engine};
 use crate::helpers::{
-    client, eventually, launch_binary, send, spawn_binary_capturing, CapturedOutput, Req, Running,
-    ADMIN,
+    client, create_task_keyed, eventually, launch_binary, spawn_binary_capturing, CapturedOutput,
+    Running, ADMIN,
 };
 
 /// The settings that put a node on the database at `url`, with a
@@ -1277,14 +1277,9 @@ async fn a_create_sent_again_to_the_other_node_is_replayed_there() {
         .json();
     let owner = issued["token"].as_str().expect("a token").to_owned();
     async fn create(node: &Running, org: &str, owner: &str, title: &str) -> crate::helpers::Reply {
-        let request = Req::json(
-            actix_web::http::Method::POST,
-            &format!("{org}/tasks"),
-            Some(owner),
-            Some(json!({"title": title})),
-        )
-        .header("Idempotency-Key", "across-nodes");
-        send(&node.client, &node.server.address, request).await
+        let tasks = format!("{org}/tasks");
+        let (client, base) = (&node.client, &node.server.address);
+        create_task_keyed(client, base, &tasks, owner, (title, "across-nodes")).await
     }
     let first = create(&a, &org, &owner, "once").await;
     let created = first.json_with_status(201);
@@ -1326,16 +1321,21 @@ async fn keyed_creates_raced_on_both_nodes_run_once_per_key() {
     let (org, owner) = enterprise_org(&a, "Raced").await;
     const KEYS: usize = 24;
     let sends = (0..KEYS).flat_map(|key| [&a, &a, &b, &b].into_iter().map(move |node| (key, node)));
+    let tasks = format!("{org}/tasks");
     let answers = futures_util::future::join_all(sends.map(|(key, node)| {
-        let request = Req::json(
-            actix_web::http::Method::POST,
-            &format!("{org}/tasks"),
-            Some(&owner),
-            Some(json!({"title": format!("task {key}")})),
-        )
-        .header("Idempotency-Key", format!("race-{key}"));
-        let (client, address) = (node.client.clone(), node.server.address.clone());
-        async move { (key, send(&client, &address, request).await) }
+        let (tasks, owner) = (&tasks, &owner);
+        async move {
+            let (title, idempotency_key) = (format!("task {key}"), format!("race-{key}"));
+            let reply = create_task_keyed(
+                &node.client,
+                &node.server.address,
+                tasks,
+                owner,
+                (&title, &idempotency_key),
+            )
+            .await;
+            (key, reply)
+        }
     }))
     .await;
     let mut ran = vec![Vec::new(); KEYS];

@@ -17,7 +17,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    eventually, launch_binary, runs_once_back_then_replays, send, Reply, Req, Running, ADMIN,
+    create_task_keyed, eventually, launch_binary, runs_once_back_then_replays, Reply, Running,
+    ADMIN,
 };
 use crate::receiver::TestReceiver;
 
@@ -463,15 +464,15 @@ async fn a_503_under_an_idempotency_key_is_not_kept_on_sled() {
     let (_, refusal) = fill(&server, &org, &token, 60_000).await;
     assert_unavailable(&refusal, "the write that found the disk full");
     let filler = fs.fill_up();
+    let tasks = format!("/organizations/{org}/tasks");
     let keyed = || {
-        let request = Req::json(
-            actix_web::http::Method::POST,
-            &format!("/organizations/{org}/tasks"),
-            Some(&token),
-            Some(json!({"title": "after the disk was full"})),
+        create_task_keyed(
+            &server.client,
+            &server.server.address,
+            &tasks,
+            &token,
+            ("after the disk was full", "full-disk-1"),
         )
-        .header("Idempotency-Key", "full-disk-1");
-        send(&server.client, &server.server.address, request)
     };
     let refused = keyed().await;
     assert_unavailable(&refused, "the keyed create");

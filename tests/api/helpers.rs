@@ -165,6 +165,25 @@ pub fn client() -> awc::Client {
         .finish()
 }
 
+/// POSTs a task titled `title` to `tasks` (the path of an organization's
+/// tasks) of the server at `base`, with `token` and `Idempotency-Key: key`.
+pub async fn create_task_keyed(
+    client: &awc::Client,
+    base: &str,
+    tasks: &str,
+    token: &str,
+    (title, key): (&str, &str),
+) -> Reply {
+    let request = Req::json(
+        actix_web::http::Method::POST,
+        tasks,
+        Some(token),
+        Some(serde_json::json!({ "title": title })),
+    )
+    .header("Idempotency-Key", key);
+    send(client, base, request).await
+}
+
 /// Sends any request to `base`.
 pub async fn send(client: &awc::Client, base: &str, req: Req<'_>) -> Reply {
     let mut request = client.request(req.method, format!("{base}{}", req.path));

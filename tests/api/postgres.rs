@@ -863,17 +863,14 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
         return;
     };
     let org = app.org("free").await;
+    let tasks = org.path("/tasks");
     let keyed = || {
-        send(
+        create_task_keyed(
             &app.client,
             &app.address,
-            Req::json(
-                actix_web::http::Method::POST,
-                &org.path("/tasks"),
-                Some(&org.owner_token),
-                Some(json!({"title": "after the outage"})),
-            )
-            .header("Idempotency-Key", "outage-1"),
+            &tasks,
+            &org.owner_token,
+            ("after the outage", "outage-1"),
         )
     };
     proxy.cut();
@@ -909,17 +906,14 @@ async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
     ])
     .await;
     let org = app.org("free").await;
+    let tasks = org.path("/tasks");
     let keyed = || {
-        send(
+        create_task_keyed(
             &app.client,
             &app.address,
-            Req::json(
-                actix_web::http::Method::POST,
-                &org.path("/tasks"),
-                Some(&org.owner_token),
-                Some(json!({"title": "answered later"})),
-            )
-            .header("Idempotency-Key", "answered-later"),
+            &tasks,
+            &org.owner_token,
+            ("answered later", "answered-later"),
         )
     };
     admin(

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use actix_web::http::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{send, Reply, Req, Running, ADMIN};
+use crate::helpers::{create_task_keyed, send, Reply, Req, Running, ADMIN};
 
 fn str_of(value: &Value) -> String {
     value
@@ -555,14 +555,14 @@ async fn an_idempotency_key_is_replayed_after_a_restart() {
     let mut server = Running::start(dir.path(), &[]);
     let (org, owner) = server.org(ADMIN, "Keyed").await;
     async fn create(server: &Running, org: &str, owner: &str) -> Reply {
-        let request = Req::json(
-            Method::POST,
+        create_task_keyed(
+            &server.client,
+            &server.server.address,
             &format!("/organizations/{org}/tasks"),
-            Some(owner),
-            Some(json!({"title": "kept across restarts"})),
+            owner,
+            ("kept across restarts", "restart-1"),
         )
-        .header("Idempotency-Key", "restart-1");
-        send(&server.client, &server.server.address, request).await
+        .await
     }
     let first = create(&server, &org, &owner).await;
     let created = first.json_with_status(201);

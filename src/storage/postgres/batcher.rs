@@ -93,6 +93,17 @@ where
     }
 }
 
+/// Queues the request `make` builds around the sender of its answer, and
+/// waits for that answer (the batcher's end closes both ways).
+pub async fn ask<T, R>(
+    queue: &Queue<T>,
+    make: impl FnOnce(oneshot::Sender<Result<R, StoreError>>) -> T,
+) -> Result<R, StoreError> {
+    let (answer, answered) = oneshot::channel();
+    queue.send(make(answer)).map_err(|_| StoreError::Closed)?;
+    answered.await.map_err(|_| StoreError::Closed)?
+}
+
 /// Moves what is queued now into `batch`, up to `most`.
 fn take_queued<T>(pending: &mut mpsc::UnboundedReceiver<T>, batch: &mut Vec<T>, most: usize) {
     while batch.len() < most {

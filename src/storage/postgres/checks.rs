@@ -88,15 +88,12 @@ impl Checks {
         token: Option<&[u8; 32]>,
         org: Option<OrgId>,
     ) -> Result<Freshness, StoreError> {
-        let (answer, answered) = oneshot::channel();
-        self.queue
-            .send(Ask {
-                token: token.copied(),
-                org,
-                answer,
-            })
-            .map_err(|_| StoreError::Closed)?;
-        answered.await.map_err(|_| StoreError::Closed)?
+        batcher::ask(&self.queue, |answer| Ask {
+            token: token.copied(),
+            org,
+            answer,
+        })
+        .await
     }
 }
 

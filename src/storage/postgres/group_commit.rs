@@ -55,11 +55,7 @@ impl GroupCommit {
     /// Commits `writes` in a transaction (maybe shared); gives them back
     /// once committed, which on PostgreSQL is durable.
     pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
-        let (done, outcome) = oneshot::channel();
-        self.queue
-            .send(Pending { writes, done })
-            .map_err(|_| StoreError::Closed)?;
-        outcome.await.map_err(|_| StoreError::Closed)?
+        batcher::ask(&self.queue, |done| Pending { writes, done }).await
     }
 }
 

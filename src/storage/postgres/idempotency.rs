@@ -152,17 +152,13 @@ impl PgStore {
         until: Timestamp,
         _now: Timestamp,
     ) -> Result<Begin, StoreError> {
-        let (verdict, judged) = oneshot::channel();
-        self.keys
-            .claims
-            .send(Claim {
-                scope,
-                fingerprint,
-                until,
-                verdict,
-            })
-            .map_err(|_| StoreError::Closed)?;
-        judged.await.map_err(|_| StoreError::Closed)?
+        batcher::ask(&self.keys.claims, |verdict| Claim {
+            scope,
+            fingerprint,
+            until,
+            verdict,
+        })
+        .await
     }
 
     /// See [`crate::storage::Store::idempotency_answer`]: shares one
@@ -174,20 +170,13 @@ impl PgStore {
         answer: StoredAnswer,
         expires: Timestamp,
     ) -> Result<(), StoreError> {
-        let (recorded, done) = oneshot::channel();
-        self.keys
-            .answers
-            .send(Answer {
-                row: AnswerRow {
-                    scope,
-                    fingerprint,
-                    answer,
-                    expires,
-                },
-                recorded,
-            })
-            .map_err(|_| StoreError::Closed)?;
-        done.await.map_err(|_| StoreError::Closed)?
+        let row = AnswerRow {
+            scope,
+            fingerprint,
+            answer,
+            expires,
+        };
+        batcher::ask(&self.keys.answers, |recorded| Answer { row, recorded }).await
     }
 
     /// See [`crate::storage::Store::idempotency_forget`].
@@ -237,25 +226,18 @@ impl PgStore {
 /// Serves a batch of claims with one statement (two when some of its
 /// keys are held).
 async fn claim_batch(database: &Database, batch: Vec<Claim>) {
-    let mut asked = HashSet::with_capacity(batch.len());
-    let (mut scopes, mut fingerprints, mut untils) = (Vec::new(), Vec::new(), Vec::new());
-    for claim in &batch {
-        // Each scope once: an insert may not touch a row twice (the
-        // batch's later requests of a scope are judged by [`verdicts`]).
-        if asked.insert(claim.scope) {
-            scopes.push(claim.scope.to_vec());
-            fingerprints.push(claim.fingerprint.to_vec());
-            untils.push(time(claim.until));
-        }
-    }
-    let mut found = match claim_scopes(database, &scopes, &fingerprints, &untils).await {
+    // Each scope once: an insert may not touch a row twice (the batch's
+    // later requests of a scope are judged by [`verdicts`]).
+    let mut seen = HashSet::with_capacity(batch.len());
+    let firsts: Vec<&Claim> = batch.iter().filter(|c| seen.insert(c.scope)).collect();
+    let mut found = match claim_scopes(database, &firsts).await {
         Ok(claimed) => claimed,
         Err(err) => return batcher::fail_all(batch.into_iter().map(|claim| claim.verdict), err),
     };
-    let held: Vec<&[u8]> = scopes
+    let held: Vec<&[u8]> = firsts
         .iter()
-        .map(Vec::as_slice)
-        .filter(|scope| <[u8; 32]>::try_from(*scope).is_ok_and(|s| !found.contains_key(&s)))
+        .filter(|claim| !found.contains_key(&claim.scope))
+        .map(|claim| claim.scope.as_slice())
         .collect();
     // A failed read of the keys held fails only their requests: the keys
     // claimed are this batch's, and their requests run.
@@ -284,13 +266,14 @@ async fn claim_batch(database: &Database, batch: Vec<Claim>) {
     }
 }
 
-/// Claims `scopes` (each once): the scopes claimed.
+/// Claims the scopes of `claims` (each scope once): the scopes claimed.
 async fn claim_scopes(
     database: &Database,
-    scopes: &[Vec<u8>],
-    fingerprints: &[Vec<u8>],
-    untils: &[SystemTime],
+    claims: &[&Claim],
 ) -> Result<HashMap<[u8; 32], Found>, StoreError> {
+    let scopes: Vec<&[u8]> = claims.iter().map(|c| c.scope.as_slice()).collect();
+    let fingerprints: Vec<&[u8]> = claims.iter().map(|c| c.fingerprint.as_slice()).collect();
+    let untils: Vec<SystemTime> = claims.iter().map(|c| time(c.until)).collect();
     let now = time(Timestamp::now());
     let claimed = database
         .query(
@@ -336,7 +319,7 @@ enum Found {
     /// Claimed for the first request of the batch that asked for it.
     Claimed,
     /// Not claimed: the row that holds it.
-    Held(Option<KeyRecord>),
+    Held(KeyRecord),
 }
 
 /// The verdict of each request asked (scope, fingerprint, claim's end), in
@@ -359,9 +342,7 @@ fn verdicts(
                     running.insert(*scope, KeyRecord::running(*fingerprint, *until));
                     Begin::Run
                 }
-                Some(Found::Held(Some(record))) if record.live(now) => {
-                    record.verdict(fingerprint, now)
-                }
+                Some(Found::Held(record)) if record.live(now) => record.verdict(fingerprint, now),
                 // Gone, or lapsed since: the next try claims it.
                 _ => Begin::Running { for_ms: 1 },
             }
@@ -450,11 +431,9 @@ async fn record_answers_once(database: &Database, rows: &[AnswerRow]) -> Result<
         .map(drop)
 }
 
-/// The record of a row, if the row is there.
-fn record(row: &Row) -> Result<Option<KeyRecord>, StoreError> {
-    let Some(fingerprint) = rows::get::<Option<Vec<u8>>>(row, "fingerprint")? else {
-        return Ok(None);
-    };
+/// The record of a row of [`HELD_SQL`].
+fn record(row: &Row) -> Result<KeyRecord, StoreError> {
+    let fingerprint = rows::get::<Vec<u8>>(row, "fingerprint")?;
     let fingerprint = <[u8; 32]>::try_from(fingerprint.as_slice()).map_err(StoreError::codec)?;
     let until = stamp(rows::get::<SystemTime>(row, "live_until")?).millis();
     let state = if rows::get::<bool>(row, "answered")? {
@@ -475,7 +454,7 @@ fn record(row: &Row) -> Result<Option<KeyRecord>, StoreError> {
     } else {
         KeyState::Running { until }
     };
-    Ok(Some(KeyRecord { fingerprint, state }))
+    Ok(KeyRecord { fingerprint, state })
 }
 
 #[cfg(test)]
@@ -498,11 +477,10 @@ mod tests {
         );
         let found = HashMap::from([
             (a, Found::Claimed),
-            (b, Found::Held(Some(answered))),
-            (c, Found::Held(None)),
+            (b, Found::Held(answered)),
             (
                 d,
-                Found::Held(Some(KeyRecord::running([9; 32], Timestamp(9_000)))),
+                Found::Held(KeyRecord::running([9; 32], Timestamp(9_000))),
             ),
         ]);
         let asked = [
