@@ -26,6 +26,7 @@ use crate::actors::log::LogActor;
 use crate::actors::messages::{Deliver, Drain};
 use crate::actors::registry::Registry;
 use crate::actors::role_expiry::RoleExpiry;
+use crate::actors::unwritten::Unwritten;
 use crate::admissions::Admissions;
 use crate::commit::{Commit, CommitPath};
 use crate::config::Config;
@@ -222,11 +223,13 @@ impl Application {
 
         // Nothing fails from here until the server runs: actors and timers
         // start only now, so a failed start leaves none behind.
-        let log = logging.run(LogActor::new(
-            commit.clone(),
-            metrics.clone(),
-            hooks.log_retention,
-        ));
+        // On a shared queue, outcomes are counted until durable (see `unwritten`).
+        let unwritten = queue.is_some().then(Arc::<Unwritten>::default);
+        let mut log_actor = LogActor::new(commit.clone(), metrics.clone(), hooks.log_retention);
+        if let Some(unwritten) = &unwritten {
+            log_actor = log_actor.counting(unwritten.clone());
+        }
+        let log = logging.run(log_actor);
         let judging = Context::<EndpointHealth>::new();
         let health = judging.address().recipient();
         let (deliverers, workers) =
@@ -243,14 +246,14 @@ impl Application {
             deliverers,
             log.clone().recipient(),
         );
-        if let (Some(queue), Some(admissions)) = (queue, admissions) {
+        if let (Some(queue), Some(admissions), Some(unwritten)) = (queue, admissions, unwritten) {
             if hooks.lease() < hooks.attempt_timeout() * 3 {
                 tracing::warn!(
                     lease_ms = hooks.lease_ms, attempt_timeout_ms = hooks.attempt_timeout_ms,
                     "webhooks.lease_ms is under three attempt timeouts: a node whose renewals are late may still have attempts in flight when another takes its organizations over"
                 );
             }
-            dispatcher = dispatcher.sharing(queue, log.clone().recipient(), admissions);
+            dispatcher = dispatcher.sharing(queue, unwritten, admissions);
         }
         let dispatcher = dispatching.run(dispatcher);
 

@@ -25,6 +25,7 @@ use actix::prelude::*;
 
 use crate::actors::log_lengths::{LogLengths, Pass};
 use crate::actors::messages::{AppendLog, FlushLog, Touched};
+use crate::actors::unwritten::Unwritten;
 use crate::commit::CommitPath;
 use crate::domain::change::Write;
 use crate::ids::OrgId;
@@ -66,6 +67,8 @@ pub struct LogActor {
     unconfirmed: VecDeque<(u64, Vec<Write>)>,
     /// The number of the next batch.
     next_batch: u64,
+    /// Counts the results not yet durable, on a queue nodes share.
+    unwritten: Option<Arc<Unwritten>>,
 }
 
 impl LogActor {
@@ -83,6 +86,24 @@ impl LogActor {
             buffered_bytes: 0,
             unconfirmed: VecDeque::new(),
             next_batch: 0,
+            unwritten: None,
+        }
+    }
+
+    /// Tells `unwritten` of each result once it is durable (the dispatcher
+    /// counted it when it sent it).
+    pub fn counting(mut self, unwritten: Arc<Unwritten>) -> Self {
+        self.unwritten = Some(unwritten);
+        self
+    }
+
+    /// `writes`' results are durable, or given up.
+    fn written(&self, writes: &[Write]) {
+        if let Some(unwritten) = &self.unwritten {
+            unwritten.written(writes.iter().filter_map(|write| match write {
+                Write::Log(record) => Some(record.organization_id),
+                _ => None,
+            }));
         }
     }
 
@@ -166,6 +187,7 @@ impl LogActor {
                     let Some((_, batch)) = self.unconfirmed.pop_front() else {
                         break;
                     };
+                    self.written(&batch);
                     self.metrics
                         .delivery_logged(batch.iter().filter_map(|w| match w {
                             Write::Log(record) => Some(record),
@@ -199,7 +221,9 @@ impl LogActor {
                 "the unwritten delivery log is full; its oldest results are dropped \
                  (their deliveries stay in the outbox and are attempted again after a restart)"
             );
-            for write in self.buffer.drain(..excess) {
+            let dropped: Vec<Write> = self.buffer.drain(..excess).collect();
+            self.written(&dropped);
+            for write in dropped {
                 if let Write::Log(record) = write {
                     self.lengths.not_written(record.organization_id);
                 }

@@ -21,3 +21,4 @@ pub mod registry;
 pub mod role_expiry;
 pub mod send_permits;
 pub mod shared;
+pub mod unwritten;

@@ -4,17 +4,15 @@
 //! dispatcher does with it is in [`crate::actors::dispatcher`]'s sharing
 //! part.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use actix::prelude::*;
 
 use crate::actors::backlog::Read;
 use crate::actors::fair_queue::Limits;
 use crate::actors::leases::Leases;
-use crate::actors::messages::FlushLog;
 use crate::actors::send_permits::{Gate, SendPermits};
+use crate::actors::unwritten::Unwritten;
 use crate::admissions::Admissions;
 use crate::domain::delivery::Job;
 use crate::ids::{DeliveryId, OrgId};
@@ -26,6 +24,11 @@ pub(crate) const ABANDONED_PER_LOOK: usize = 256;
 
 /// The shortest interval between lease rounds.
 pub(crate) const SHORTEST_ROUND: Duration = Duration::from_millis(10);
+
+/// How often an organization claimed anew is looked at until what this
+/// node did of it under an earlier holding is settled (see
+/// [`crate::actors::unwritten`]).
+pub(crate) const SETTLING_CHECK: Duration = Duration::from_millis(10);
 
 /// The first wait before a failed lease statement is sent again, doubled
 /// while they keep failing, up to [`LONGEST_RETRY`]: a blip of the database
@@ -69,8 +72,12 @@ pub struct Shared {
     pub(in crate::actors) in_flight: HashMap<DeliveryId, Lease>,
     /// Claims and looks under way (shutdown waits for them).
     pub(in crate::actors) pending: usize,
-    /// Makes recorded outcomes durable before a lease is given up.
-    pub(in crate::actors) flush: Recipient<FlushLog>,
+    /// Recorded outcomes not yet durable: a lease is given up, and read
+    /// under anew, only once none of its organization's is left.
+    pub(in crate::actors) unwritten: Arc<Unwritten>,
+    /// Organizations claimed anew while attempts or outcomes of an earlier
+    /// holding were unsettled: read once they are.
+    pub(in crate::actors) settling: HashSet<OrgId>,
     /// Reads of waiting jobs to make, in the next claim of jobs.
     pub(in crate::actors) reads: Vec<(Read, Lease)>,
     /// A claim of jobs is under way.
@@ -91,7 +98,7 @@ impl Shared {
     /// The state for delivering on `queue`.
     pub fn new(
         queue: SharedQueue,
-        flush: Recipient<FlushLog>,
+        unwritten: Arc<Unwritten>,
         admissions: Arc<Admissions>,
         limits: Limits,
     ) -> Self {
@@ -101,7 +108,8 @@ impl Shared {
             queue,
             in_flight: HashMap::new(),
             pending: 0,
-            flush,
+            unwritten,
+            settling: HashSet::new(),
             reads: Vec::new(),
             reading: false,
             listening: None,

@@ -16,9 +16,10 @@ use tokio::sync::oneshot;
 use crate::actors::backlog::{Backlog, Read, Spill};
 use crate::actors::fair_queue::{FairQueue, Limits};
 use crate::actors::messages::{
-    AppendLog, AttemptFinished, AttemptNotMade, Deliver, Drain, DropOrg, Enqueue, FlushLog,
+    AppendLog, AttemptFinished, AttemptNotMade, Deliver, Drain, DropOrg, Enqueue,
 };
 use crate::actors::shared::Shared;
+use crate::actors::unwritten::Unwritten;
 use crate::admissions::Admissions;
 use crate::domain::change::Write;
 use crate::domain::delivery::{next_step, AttemptOutcome, Job, LogRecord, NextStep};
@@ -86,19 +87,20 @@ impl Dispatcher {
     }
 
     /// Delivers on `queue`, shared with other nodes: only the
-    /// organizations whose leases this node holds; `flush` makes recorded
-    /// outcomes durable before a lease is given up. Attempts start within
+    /// organizations whose leases this node holds; `unwritten` counts the
+    /// outcomes sent to the log actor (which tells it of each once durable)
+    /// until they are, since a lease is given up only then. Attempts start within
     /// twice the limits, and their requests wait for permits within them
     /// ([`crate::actors::send_permits`]).
     pub fn sharing(
         mut self,
         queue: SharedQueue,
-        flush: Recipient<FlushLog>,
+        unwritten: Arc<Unwritten>,
         admissions: Arc<Admissions>,
     ) -> Self {
         let limits = self.queue.limits();
         self.queue = FairQueue::new(limits.doubled());
-        self.shared = Some(Shared::new(queue, flush, admissions, limits));
+        self.shared = Some(Shared::new(queue, unwritten, admissions, limits));
         self
     }
 
@@ -299,6 +301,9 @@ impl Dispatcher {
     /// Records an attempt and decides the job's fate: done, or attempted
     /// again later (then returned).
     fn record(&mut self, mut job: Job, outcome: AttemptOutcome) -> Option<Job> {
+        if let Some(shared) = &self.shared {
+            shared.unwritten.sent(job.organization_id);
+        }
         let attempt = job.attempts_made + 1;
         let step = next_step(attempt, &outcome, Timestamp::now(), self.retry_delay);
         // Ids and the error only: the endpoint URL may carry credentials of the subscriber's.

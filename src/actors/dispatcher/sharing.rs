@@ -24,7 +24,7 @@ use actix::prelude::*;
 
 use super::Dispatcher;
 use crate::actors::backlog::Read;
-use crate::actors::shared::{round, ABANDONED_PER_LOOK, SHORTEST_ROUND};
+use crate::actors::shared::{round, ABANDONED_PER_LOOK, SETTLING_CHECK, SHORTEST_ROUND};
 use crate::domain::delivery::Job;
 use crate::ids::OrgId;
 use crate::storage::postgres::{Claimed, Lease, Wakeup};
@@ -201,7 +201,9 @@ impl Dispatcher {
 
     /// Leases just claimed: their organizations' waiting jobs are read;
     /// what was held under an older epoch of this node's (`replaced`) is
-    /// dropped first, since the new holding reads it again.
+    /// dropped first, since the new holding reads it again. An organization
+    /// this node still has attempts or outcomes of from an earlier holding
+    /// is read once they are settled: its read would take their rows too.
     fn adopted(&mut self, got: &[Lease], replaced: Vec<OrgId>, ctx: &mut Context<Self>) {
         for org in replaced {
             self.lose(org);
@@ -211,7 +213,49 @@ impl Dispatcher {
                 shared.admissions.not_held_elsewhere(lease.org);
             }
             self.backlog.more_on_disk(lease.org);
-            self.read_backlog(lease.org, ctx);
+            if self.settled(lease.org) {
+                self.read_backlog(lease.org, ctx);
+            } else {
+                self.settle(lease.org, ctx);
+            }
+        }
+    }
+
+    /// Whether nothing of `org` is in flight here, or recorded and not yet
+    /// durable: its rows in the outbox are then exactly what is left to do.
+    fn settled(&self, org: OrgId) -> bool {
+        self.queue.in_flight_of(org) == 0
+            && self
+                .shared
+                .as_ref()
+                .is_none_or(|shared| shared.unwritten.none_of(org))
+    }
+
+    /// Reads `org` under its new lease once it is settled, looking again
+    /// every [`SETTLING_CHECK`].
+    fn settle(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        if !shared.settling.insert(org) {
+            return;
+        }
+        tracing::debug!(organization_id = %org, "claimed anew with attempts of the earlier holding unsettled; read once they are");
+        ctx.run_later(SETTLING_CHECK, move |act, ctx| act.settle_check(org, ctx));
+    }
+
+    fn settle_check(&mut self, org: OrgId, ctx: &mut Context<Self>) {
+        let settled = self.settled(org);
+        let Some(shared) = self.shared.as_mut() else {
+            return;
+        };
+        if shared.leases.of(org).is_none() {
+            shared.settling.remove(&org);
+        } else if settled {
+            shared.settling.remove(&org);
+            self.read_backlog(org, ctx);
+        } else {
+            ctx.run_later(SETTLING_CHECK, move |act, ctx| act.settle_check(org, ctx));
         }
     }
 
@@ -225,6 +269,9 @@ impl Dispatcher {
         let Some(lease) = shared.leases.of(org) else {
             return;
         };
+        if shared.settling.contains(&org) {
+            return;
+        }
         let Some(read) = self.backlog.next_read(org) else {
             return;
         };
@@ -365,36 +412,34 @@ impl Dispatcher {
         );
     }
 
-    /// Releases the leases of organizations with nothing held or waiting,
-    /// once their recorded outcomes are durable (so that the next holder
-    /// does not deliver again what this node finished).
+    /// Releases the leases of organizations with nothing held, waiting, in
+    /// flight or recorded and not yet durable (so that the next holder does
+    /// not deliver again what this node finished).
     fn release_idle(&mut self, ctx: &mut Context<Self>) {
+        let idle: Vec<OrgId> = match self.shared.as_ref() {
+            Some(shared) => shared
+                .leases
+                .all()
+                .into_iter()
+                .map(|lease| lease.org)
+                .filter(|org| {
+                    self.backlog.idle(*org)
+                        && self.settled(*org)
+                        && shared.admissions.withdraw_if_idle(*org)
+                })
+                .collect(),
+            None => return,
+        };
         let Some(shared) = self.shared.as_mut() else {
             return;
         };
-        let backlog = &self.backlog;
-        let idle: Vec<OrgId> = shared
-            .leases
-            .all()
-            .into_iter()
-            .map(|lease| lease.org)
-            .filter(|org| {
-                backlog.idle(*org)
-                    && !shared.in_flight.values().any(|lease| lease.org == *org)
-                    && shared.admissions.withdraw_if_idle(*org)
-            })
-            .collect();
         if idle.is_empty() {
             return;
         }
         let leases = shared.leases.release(idle);
-        let (queue, flush) = (shared.queue.clone(), shared.flush.clone());
+        let queue = shared.queue.clone();
         let releasing = async move {
-            let released = match crate::actors::log::flush_all(&flush).await {
-                Ok(()) => queue.release(&leases).await,
-                // No log actor: nothing is released, the leases run out.
-                Err(_) => Ok(()),
-            };
+            let released = queue.release(&leases).await;
             (leases, released)
         };
         ctx.spawn(
