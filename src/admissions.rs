@@ -19,7 +19,7 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use crate::domain::change::Write;
-use crate::domain::delivery::HeldUnder;
+use crate::domain::delivery::{HeldUnder, HolderTold};
 use crate::ids::OrgId;
 use crate::storage::postgres::LostReads;
 
@@ -37,7 +37,7 @@ struct Offer {
 /// Another node's hold on an organization, as this node last learned it.
 #[derive(Clone, Copy, Debug)]
 struct Holder {
-    node: Uuid,
+    told: HolderTold,
     /// Trusted until then (within the time the lease had left).
     until: Instant,
 }
@@ -139,7 +139,7 @@ impl Admissions {
             let Write::PutJob(job) = write else { continue };
             let org = job.organization_id;
             match holders.get(&org) {
-                Some(holder) if holder.until > now => job.holder_told = Some(holder.node),
+                Some(holder) if holder.until > now => job.holder_told = Some(holder.told),
                 Some(_) => {
                     holders.remove(&org);
                 }
@@ -148,10 +148,11 @@ impl Admissions {
         }
     }
 
-    /// Dispatcher: a claim found `org` held by `node`; commits tell that
-    /// node of new jobs of `org` themselves until `until`.
-    pub fn held_elsewhere(&self, org: OrgId, node: Uuid, until: Instant) {
-        lock(&self.holders).insert(org, Holder { node, until });
+    /// Dispatcher: a claim found `org` held by `told.node`; commits tell
+    /// that node of new jobs of `org` themselves until `until` (handing
+    /// it the jobs when it takes them).
+    pub fn held_elsewhere(&self, org: OrgId, told: HolderTold, until: Instant) {
+        lock(&self.holders).insert(org, Holder { told, until });
     }
 
     /// Dispatcher: `node` stopped; the organizations it was known to hold,
@@ -160,7 +161,7 @@ impl Admissions {
         let mut holders = lock(&self.holders);
         let orgs: Vec<OrgId> = holders
             .iter()
-            .filter(|(_, holder)| holder.node == node)
+            .filter(|(_, holder)| holder.told.node == node)
             .map(|(org, _)| *org)
             .collect();
         for org in &orgs {
@@ -365,7 +366,15 @@ mod tests {
     }
 
     fn told(writes: &[Write]) -> Vec<Option<Uuid>> {
-        marks(writes, |job| job.holder_told)
+        marks(writes, |job| job.holder_told.map(|told| told.node))
+    }
+
+    /// `node`, taking handed jobs under epoch 4.
+    fn holder(node: Uuid) -> HolderTold {
+        HolderTold {
+            node,
+            handed: Some(4),
+        }
     }
 
     #[test]
@@ -374,8 +383,8 @@ mod tests {
         let (org, other, gone) = (OrgId::generate(), OrgId::generate(), OrgId::generate());
         let (holder, now) = (Uuid::now_v7(), Instant::now());
         let later = now + std::time::Duration::from_secs(60);
-        admissions.held_elsewhere(org, holder, later);
-        admissions.held_elsewhere(gone, holder, now);
+        admissions.held_elsewhere(org, self::holder(holder), later);
+        admissions.held_elsewhere(gone, self::holder(holder), now);
 
         let mut writes = new_jobs(org, 2);
         writes.extend(new_jobs(other, 1));
@@ -400,8 +409,8 @@ mod tests {
         admissions.withdraw(org);
         admissions.not_held_elsewhere(org);
         let elsewhere = Uuid::now_v7();
-        admissions.held_elsewhere(gone, elsewhere, later);
-        admissions.held_elsewhere(other, holder, later);
+        admissions.held_elsewhere(gone, self::holder(elsewhere), later);
+        admissions.held_elsewhere(other, self::holder(holder), later);
         assert_eq!(
             admissions.stopped(elsewhere),
             [gone],

@@ -101,7 +101,7 @@ impl LogActor {
     fn written(&self, writes: &[Write]) {
         if let Some(unwritten) = &self.unwritten {
             unwritten.written(writes.iter().filter_map(|write| match write {
-                Write::Log(record) => Some(record.organization_id),
+                Write::Log(record) => Some((record.organization_id, record.delivery_id)),
                 _ => None,
             }));
         }

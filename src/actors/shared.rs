@@ -78,6 +78,9 @@ pub struct Shared {
     /// Organizations claimed anew while attempts or outcomes of an earlier
     /// holding were unsettled: read once they are.
     pub(in crate::actors) settling: HashSet<OrgId>,
+    /// Organizations with jobs handed to this node that it did not take
+    /// from their notification: its next read of them takes those rows.
+    pub(in crate::actors) handed_on_disk: HashSet<OrgId>,
     /// Reads of waiting jobs to make, in the next claim of jobs.
     pub(in crate::actors) reads: Vec<(Read, Lease)>,
     /// A claim of jobs is under way.
@@ -110,6 +113,7 @@ impl Shared {
             pending: 0,
             unwritten,
             settling: HashSet::new(),
+            handed_on_disk: HashSet::new(),
             reads: Vec::new(),
             reading: false,
             listening: None,

@@ -7,30 +7,37 @@
 //! only once nothing of the organization is in flight or unwritten.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::ids::OrgId;
+use crate::ids::{DeliveryId, OrgId};
 
-/// Results sent to the log actor and not yet durable, per organization.
+/// Results sent to the log actor and not yet durable, per organization
+/// and delivery.
 #[derive(Debug, Default)]
-pub struct Unwritten(Mutex<HashMap<OrgId, usize>>);
+pub struct Unwritten(Mutex<HashMap<OrgId, HashMap<DeliveryId, usize>>>);
 
 impl Unwritten {
-    /// A result of `org` was sent to the log actor.
-    pub fn sent(&self, org: OrgId) {
-        *self.counts().entry(org).or_insert(0) += 1;
+    /// A result of delivery `id` of `org` was sent to the log actor.
+    pub fn sent(&self, org: OrgId, id: DeliveryId) {
+        *self.counts().entry(org).or_default().entry(id).or_insert(0) += 1;
     }
 
-    /// Results of these organizations (one per item) are durable, or were
-    /// given up (the log actor's buffer overflowed).
-    pub fn written(&self, orgs: impl IntoIterator<Item = OrgId>) {
+    /// These results (one per item) are durable, or were given up (the
+    /// log actor's buffer overflowed).
+    pub fn written(&self, results: impl IntoIterator<Item = (OrgId, DeliveryId)>) {
         let mut counts = self.counts();
-        for org in orgs {
-            if let Some(count) = counts.get_mut(&org) {
+        for (org, id) in results {
+            let Some(ids) = counts.get_mut(&org) else {
+                continue;
+            };
+            if let Some(count) = ids.get_mut(&id) {
                 *count -= 1;
                 if *count == 0 {
-                    counts.remove(&org);
+                    ids.remove(&id);
                 }
+            }
+            if ids.is_empty() {
+                counts.remove(&org);
             }
         }
     }
@@ -40,7 +47,15 @@ impl Unwritten {
         !self.counts().contains_key(&org)
     }
 
-    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<OrgId, usize>> {
+    /// The deliveries of `org` with a result not yet durable.
+    pub fn ids_of(&self, org: OrgId) -> Vec<DeliveryId> {
+        self.counts()
+            .get(&org)
+            .map(|ids| ids.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    fn counts(&self) -> MutexGuard<'_, HashMap<OrgId, HashMap<DeliveryId, usize>>> {
         // A panic while counting leaves the counts whole: each change is one step.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -53,17 +68,29 @@ mod tests {
     #[test]
     fn an_organization_is_written_once_each_result_sent_is() {
         let (org, other) = (OrgId::generate(), OrgId::generate());
+        let (first, second, third) = (
+            DeliveryId::generate(),
+            DeliveryId::generate(),
+            DeliveryId::generate(),
+        );
         let unwritten = Unwritten::default();
         assert!(unwritten.none_of(org));
-        unwritten.sent(org);
-        unwritten.sent(org);
-        unwritten.sent(other);
-        unwritten.written([org]);
-        assert!(!unwritten.none_of(org), "one result of two is written");
-        unwritten.written([org, other]);
+        unwritten.sent(org, first);
+        unwritten.sent(org, first);
+        unwritten.sent(org, second);
+        unwritten.sent(other, third);
+        unwritten.written([(org, first)]);
+        assert!(!unwritten.none_of(org), "two results of three are not");
+        let mut ids = unwritten.ids_of(org);
+        ids.sort();
+        let mut both = vec![first, second];
+        both.sort();
+        assert_eq!(ids, both);
+        unwritten.written([(org, first), (org, second), (other, third)]);
         assert!(unwritten.none_of(org));
         assert!(unwritten.none_of(other));
-        unwritten.written([org]);
+        assert!(unwritten.ids_of(org).is_empty());
+        unwritten.written([(org, first)]);
         assert!(
             unwritten.none_of(org),
             "more written than sent counts nothing"

@@ -206,7 +206,18 @@ pub struct Job {
     /// organization's lease, told of this new job in its commit's own
     /// statement, so this node makes no claim to tell it (never stored).
     #[serde(skip)]
-    pub holder_told: Option<uuid::Uuid>,
+    pub holder_told: Option<HolderTold>,
+}
+
+/// The node holding a new job's organization elsewhere, told of it by
+/// the commit: with the job itself, held under `handed` (its epoch), when
+/// that node takes handed jobs; else only that jobs wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HolderTold {
+    /// The holder.
+    pub node: uuid::Uuid,
+    /// The epoch under which it takes handed jobs, if it does.
+    pub handed: Option<i64>,
 }
 
 /// The lease a committing node holds a new job under, and the number of

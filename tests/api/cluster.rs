@@ -149,8 +149,8 @@ async fn three_nodes(databases: &crate::engines::Databases, start: Start) {
     });
     assert_eq!(
         (versions, hashes),
-        (8, 1),
-        "one row per schema version (8), one admin token"
+        (9, 1),
+        "one row per schema version (9), one admin token"
     );
 }
 
@@ -1496,4 +1496,184 @@ async fn an_endpoint_disabled_on_one_node_is_disabled_for_the_others_next_attemp
         warnings[0]
     );
     assert!(!warnings[0].contains(&receiver.url), "{}", warnings[0]);
+}
+
+/// How many of `org`'s outbox rows are marked held under its lease's epoch
+/// by a commit that handed them to the holder (`claim_read` = HANDED),
+/// and how many by a read or by the holder's own commits.
+fn handed_and_read(url: &str, org: &str) -> (i64, i64) {
+    let handed = scalar::<i64>(
+        url,
+        "SELECT count(*) FROM outbox o JOIN delivery_leases l USING (organization_id) \
+          WHERE o.organization_id = $1 AND o.claim = l.epoch AND o.claim_read = -1",
+        org,
+    );
+    let read = scalar::<i64>(
+        url,
+        "SELECT count(*) FROM outbox o JOIN delivery_leases l USING (organization_id) \
+          WHERE o.organization_id = $1 AND o.claim = l.epoch AND o.claim_read >= 0",
+        org,
+    );
+    (handed, read)
+}
+
+/// The titles of the task events `received`, in the order they came.
+fn titles_received(received: &[crate::receiver::Received]) -> Vec<String> {
+    received
+        .iter()
+        .filter(|r| r.json()["event"] == json!("task.created"))
+        .map(|r| r.title())
+        .collect()
+}
+
+/// A commits first and holds the organization's lease; one commit on B
+/// then claims it, which tells A and teaches B that A holds it.
+async fn held_by_a_known_to_b(
+    pair: &Pair,
+    org: &str,
+    owner: &str,
+    receiver: &crate::receiver::TestReceiver,
+) {
+    tasks_on(&pair.a, org, owner, vec!["on a".to_owned()]).await;
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    let created = tasks_on(&pair.b, org, owner, vec!["on b".to_owned()]).await;
+    delivered_within(receiver, &created, Duration::from_secs(5), "told to A").await;
+}
+
+/// Issue 30: a node's commit of new jobs of an organization another node
+/// holds hands the jobs to that node in the notification that tells it,
+/// their rows marked held under its epoch: the holder starts them with no
+/// read of the outbox (which would mark the rows with its read's number).
+/// Before, every such job waited for a read by the holder.
+#[actix_web::test]
+async fn jobs_committed_beside_the_holder_are_handed_to_it_without_a_read() {
+    use crate::receiver::Behavior;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::handed") else {
+        return;
+    };
+    let (pair, org, owner, receiver, _) =
+        hooked_pair(&databases, &[("ROLECALL_WEBHOOKS__LEASE_MS", "60000")]).await;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    held_by_a_known_to_b(&pair, &org, &owner, &receiver).await;
+    let holder = lease_holder(&pair.url, &org_id);
+    // Slow attempts: the rows stay in the outbox while they are made.
+    receiver.set(Behavior::slow(Duration::from_millis(1500)));
+    let titles: Vec<String> = (0..3).map(|i| format!("handed {i}")).collect();
+    for title in &titles {
+        tasks_on(&pair.b, &org, &owner, vec![title.clone()]).await;
+    }
+    receiver.wait_for(5, Duration::from_secs(5)).await;
+    assert_eq!(
+        handed_and_read(&pair.url, &org_id),
+        (3, 0),
+        "held as handed, not read"
+    );
+    receiver.set(Behavior::ok());
+    eventually(
+        Duration::from_secs(10),
+        "every outcome recorded",
+        || async {
+            (scalar::<i64>(
+                &pair.url,
+                "SELECT count(*) FROM outbox WHERE organization_id = $1",
+                &org_id,
+            ) == 0)
+                .then_some(())
+        },
+    )
+    .await;
+    let received = titles_received(&receiver.received());
+    assert_eq!(received[2..], titles[..], "each once, in commit order");
+    assert_eq!(lease_holder(&pair.url, &org_id), holder, "A delivered them");
+}
+
+/// Issue 30: jobs handed to a holder that has no room for them in memory
+/// (a window of 2 here) stay in the outbox, marked held under its epoch;
+/// its reads take them as room frees up. Every one is delivered once, in
+/// commit order.
+#[actix_web::test]
+async fn handed_jobs_the_holder_has_no_room_for_are_read_in_their_turn() {
+    use crate::receiver::Behavior;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::handed_no_room") else {
+        return;
+    };
+    let (pair, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "60000"),
+            ("ROLECALL_WEBHOOKS__BACKLOG_WINDOW", "2"),
+            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "1"),
+        ],
+    )
+    .await;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    held_by_a_known_to_b(&pair, &org, &owner, &receiver).await;
+    receiver.set(Behavior::slow(Duration::from_millis(100)));
+    let titles: Vec<String> = (0..12).map(|i| format!("handed {i:02}")).collect();
+    for title in &titles {
+        tasks_on(&pair.b, &org, &owner, vec![title.clone()]).await;
+    }
+    eventually(Duration::from_secs(20), "every one delivered", || async {
+        (titles_received(&receiver.received()).len() >= 14).then_some(())
+    })
+    .await;
+    actix_web::rt::time::sleep(Duration::from_millis(500)).await;
+    let received = titles_received(&receiver.received());
+    assert_eq!(received[2..], titles[..], "each once, in commit order");
+    assert_eq!(
+        scalar::<i64>(
+            &pair.url,
+            "SELECT count(*) FROM outbox WHERE organization_id = $1",
+            &org_id
+        ),
+        0
+    );
+}
+
+/// Issue 30, rolling upgrades: a holder whose claim did not record that it
+/// takes handed jobs (one of the previous release, whose claims leave
+/// `handed_epoch` behind) is told of new jobs as before, and reads them.
+#[actix_web::test]
+async fn a_holder_of_the_previous_release_is_told_and_reads_the_jobs() {
+    use crate::receiver::Behavior;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::handed_old_holder") else {
+        return;
+    };
+    let (pair, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "60000"),
+            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "1"),
+        ],
+    )
+    .await;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    tasks_on(&pair.a, &org, &owner, vec!["on a".to_owned()]).await;
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    scalar::<i64>(
+        &pair.url,
+        "WITH old AS (UPDATE delivery_leases SET handed_epoch = NULL \
+          WHERE organization_id = $1 RETURNING 1) SELECT count(*) FROM old",
+        &org_id,
+    );
+    receiver.set(Behavior::slow(Duration::from_millis(1500)));
+    let titles: Vec<String> = (0..2).map(|i| format!("on b {i}")).collect();
+    for title in &titles {
+        tasks_on(&pair.b, &org, &owner, vec![title.clone()]).await;
+    }
+    receiver.wait_for(3, Duration::from_secs(5)).await;
+    let (handed, read) = handed_and_read(&pair.url, &org_id);
+    assert_eq!(handed, 0, "nothing handed");
+    assert!(read >= 1, "read by A");
+    receiver.set(Behavior::ok());
+    eventually(Duration::from_secs(10), "both delivered", || async {
+        (titles_received(&receiver.received()).len() >= 3).then_some(())
+    })
+    .await;
+    actix_web::rt::time::sleep(Duration::from_millis(300)).await;
+    let received = titles_received(&receiver.received());
+    assert_eq!(received[1..], titles[..], "each once, in commit order");
 }

@@ -45,25 +45,25 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
     assert!(first.status.success(), "{first:?}");
     assert_eq!(
         String::from_utf8_lossy(&first.stdout).trim(),
-        "migrated the schema from version 0 to 8"
+        "migrated the schema from version 0 to 9"
     );
     let again = migrate(&url);
     assert!(again.status.success(), "{again:?}");
     assert_eq!(
         String::from_utf8_lossy(&again.stdout).trim(),
-        "the schema is at version 8: nothing to do"
+        "the schema is at version 9: nothing to do"
     );
 
     // A later release migrated it: this one refuses, naming both versions.
     admin(
         &url,
-        "INSERT INTO rolecall_schema (version, description) VALUES (9, 'from the future')".into(),
+        "INSERT INTO rolecall_schema (version, description) VALUES (10, 'from the future')".into(),
     );
     let refused = migrate(&url);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        stderr.contains("schema is at version 9") && stderr.contains("versions up to 8"),
+        stderr.contains("schema is at version 10") && stderr.contains("versions up to 9"),
         "{stderr}"
     );
     let serve = refused_start(
@@ -74,7 +74,7 @@ fn migrate_creates_the_schema_once_and_a_newer_schema_is_refused_by_name() {
         ],
     );
     assert!(
-        serve.contains("schema is at version 9") && serve.contains("versions up to 8"),
+        serve.contains("schema is at version 10") && serve.contains("versions up to 9"),
         "{serve}"
     );
 }
@@ -1334,9 +1334,10 @@ fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
         };
         let claim_jobs = background(
             &rolecall::storage::postgres::claim_jobs_sql(),
-            "uuid[], int8[], int8[], uuid, int8, int8[]",
+            "uuid[], int8[], int8[], uuid, int8, int8[], uuid[]",
             format!(
-                "{}, ARRAY[1, 1]::int8[], ARRAY[16, 16]::int8[], {held}, 7, ARRAY[]::int8[]",
+                "{}, ARRAY[1, 1]::int8[], ARRAY[16, 16]::int8[], {held}, 7, ARRAY[]::int8[], \
+                 ARRAY[gen_random_uuid()]",
                 array_of(&orgs, "uuid")
             ),
         );

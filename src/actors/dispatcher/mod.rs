@@ -302,7 +302,7 @@ impl Dispatcher {
     /// again later (then returned).
     fn record(&mut self, mut job: Job, outcome: AttemptOutcome) -> Option<Job> {
         if let Some(shared) = &self.shared {
-            shared.unwritten.sent(job.organization_id);
+            shared.unwritten.sent(job.organization_id, job.delivery_id);
         }
         let attempt = job.attempts_made + 1;
         let step = next_step(attempt, &outcome, Timestamp::now(), self.retry_delay);

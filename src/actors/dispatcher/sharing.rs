@@ -7,7 +7,11 @@
 //!   lease (whose holder, if another node, is told in the same statement).
 //!   Such a claim also names the holder: for a while (a round at most,
 //!   within the time its lease had left) the commits of new jobs of that
-//!   organization tell it themselves, and no claim follows them.
+//!   organization tell it themselves, and no claim follows them. A holder
+//!   that takes handed jobs gets the jobs themselves in that notification,
+//!   their rows marked held under its epoch: it holds them with no read
+//!   when it can, else its next read takes them (see
+//!   [`crate::storage::postgres::Handed`]).
 //! - Every third of a lease it renews its leases, gives up those of
 //!   organizations with nothing left to deliver (after their outcomes are
 //!   written), and looks for organizations nobody delivers: released, or
@@ -25,9 +29,9 @@ use actix::prelude::*;
 use super::Dispatcher;
 use crate::actors::backlog::Read;
 use crate::actors::shared::{round, ABANDONED_PER_LOOK, SETTLING_CHECK, SHORTEST_ROUND};
-use crate::domain::delivery::Job;
-use crate::ids::OrgId;
-use crate::storage::postgres::{Claimed, Lease, Wakeup};
+use crate::domain::delivery::{HolderTold, Job};
+use crate::ids::{DeliveryId, OrgId};
+use crate::storage::postgres::{Claimed, Handed, Lease, Wakeup};
 
 /// The listening connection's news.
 #[derive(Debug, Message)]
@@ -174,7 +178,11 @@ impl Dispatcher {
                     let trusted = round(shared.queue.lease());
                     for held in elsewhere {
                         let until = sent + held.left.min(trusted);
-                        shared.admissions.held_elsewhere(held.org, held.node, until);
+                        let told = HolderTold {
+                            node: held.node,
+                            handed: held.handed,
+                        };
+                        shared.admissions.held_elsewhere(held.org, told, until);
                     }
                     let replaced = shared.leases.claimed(&got, sent);
                     let look = shared.leases.take_waiting_look();
@@ -289,32 +297,53 @@ impl Dispatcher {
         }
         shared.reading = true;
         let reads = std::mem::take(&mut shared.reads);
+        // Jobs handed to this node and not taken: this read takes them,
+        // but none it took (held, or finished and not yet written).
+        let mut handed = false;
+        for (read, _) in &reads {
+            handed |= shared.handed_on_disk.remove(&read.org);
+        }
+        let taken: Option<Vec<DeliveryId>> = handed.then(|| {
+            reads
+                .iter()
+                .flat_map(|(read, _)| {
+                    self.backlog
+                        .held_ids(read.org)
+                        .chain(shared.unwritten.ids_of(read.org))
+                })
+                .collect()
+        });
         let asked: Vec<(Lease, usize)> = reads
             .iter()
             .map(|(read, lease)| (*lease, read.limit))
             .collect();
         let queue = shared.queue.clone();
-        let claiming = async move { queue.claim_jobs(&asked).await };
+        let claiming = async move { queue.claim_jobs(&asked, taken.as_deref()).await };
         ctx.spawn(claiming.into_actor(self).map(move |claimed, act, ctx| {
             if let Some(shared) = act.shared.as_mut() {
                 shared.reading = false;
             }
-            act.claimed_jobs(reads, claimed, ctx);
+            act.claimed_jobs(reads, claimed, handed, ctx);
             act.claim_jobs(ctx);
         }));
     }
 
-    /// The claim of jobs for `reads` answered `claimed`.
+    /// The claim of jobs for `reads` (of handed jobs too, with `handed`)
+    /// answered `claimed`.
     fn claimed_jobs(
         &mut self,
         reads: Vec<(Read, Lease)>,
         claimed: Result<Vec<Job>, crate::storage::StoreError>,
+        handed: bool,
         ctx: &mut Context<Self>,
     ) {
         let jobs = match claimed {
             Ok(jobs) => jobs,
             Err(err) => {
                 for (read, lease) in reads {
+                    if handed {
+                        self.handed_on_disk(read.org);
+                    }
                     if self.holds(lease.org, Some(lease)) {
                         self.read_failed(read, &err, ctx);
                     }
@@ -327,12 +356,58 @@ impl Dispatcher {
             by_org.entry(job.organization_id).or_default().push(job);
         }
         for (read, lease) in reads {
+            let jobs = by_org.remove(&read.org).unwrap_or_default();
+            // A full read may have left handed jobs: the next one takes them.
+            if handed && jobs.len() >= read.limit {
+                self.handed_on_disk(read.org);
+            }
             // A lease lost meanwhile (or claimed anew): the read is not this holding's.
             if self.holds(lease.org, Some(lease)) {
-                let jobs = by_org.remove(&read.org).unwrap_or_default();
                 self.read_done(read, jobs, ctx);
             }
         }
+    }
+
+    /// Jobs handed to this node wait in the outbox for `org`'s next read.
+    fn handed_on_disk(&mut self, org: OrgId) {
+        if let Some(shared) = self.shared.as_mut() {
+            shared.handed_on_disk.insert(org);
+        }
+    }
+
+    /// Another node handed this node new jobs in its commit's
+    /// notification, their rows marked held under `epoch`. They are held at
+    /// once when that is this node's lease, trusted, and the organization
+    /// is quiet here with room for them (as jobs its own commits hold);
+    /// else its next read takes them (claiming the lease first if need be).
+    fn handed(&mut self, handed: Handed, ctx: &mut Context<Self>) {
+        let Handed { org, epoch, jobs } = handed;
+        let Some(shared) = self.shared.as_ref() else {
+            return;
+        };
+        let taking = !shared.stopped && !self.draining && !shared.settling.contains(&org);
+        let holding = shared
+            .leases
+            .of(org)
+            .is_some_and(|lease| lease.epoch == epoch)
+            && shared.leases.trusted(org, Instant::now());
+        if taking
+            && holding
+            && !jobs.is_empty()
+            && self.backlog.quiet(org)
+            && self.backlog.room(org) >= jobs.len()
+        {
+            for job in jobs {
+                if self.backlog.hold(&job) {
+                    self.schedule(job, ctx);
+                }
+            }
+            self.offer_room(org);
+            self.pump();
+            return;
+        }
+        self.handed_on_disk(org);
+        self.jobs_waiting(org, ctx);
     }
 
     /// A round: leases not renewed in time are dropped, the others renewed;
@@ -521,6 +596,8 @@ impl Handler<Wake> for Dispatcher {
                     shared.leases.all().iter().map(|lease| lease.org).collect()
                 });
                 for org in held {
+                    // Jobs handed meanwhile, their notifications lost too.
+                    self.handed_on_disk(org);
                     self.jobs_waiting(org, ctx);
                 }
                 self.look_for_abandoned(ctx);
@@ -534,6 +611,14 @@ impl Handler<Wake> for Dispatcher {
                     shared.admissions.not_held_elsewhere(org);
                 }
                 self.jobs_waiting(org, ctx)
+            }
+            // New jobs held here under `epoch`, handed by the node that
+            // committed them; it stops telling this node's holder of them.
+            Wakeup::Handed(handed) => {
+                if let Some(shared) = &self.shared {
+                    shared.admissions.not_held_elsewhere(handed.org);
+                }
+                self.handed(handed, ctx)
             }
             // The organizations this node's commits told that node of are
             // free now: claimed, so that what those commits left is read.

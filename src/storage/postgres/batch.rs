@@ -16,10 +16,12 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::channels::own_channel;
+use super::handed::{self, Payloads, HANDED};
 use super::rows::{name_of, owned_text, permission_keys, time};
 use crate::domain::change::Write;
 use crate::domain::names::fold;
 use crate::domain::org_state::Edit;
+use crate::ids::OrgId;
 use crate::secrets::SealingKey;
 use crate::storage::sealed::sealed;
 use crate::storage::StoreError;
@@ -247,8 +249,9 @@ rows!(JobDeletes = "DELETE FROM outbox WHERE (organization_id, delivery_id) IN \
 /// The delete of finished jobs, public for the test of its plans.
 pub const JOB_DELETES_SQL: &str = JobDeletes::SQL;
 
-// Other nodes told of new jobs of organizations they hold, one row per
-// node and organization. A query, not a change: it must be the main query
+// Other nodes told of new jobs of organizations they hold: one row per
+// node and organization, or the jobs themselves handed over (see
+// `handed`). A query, not a change: it must be the main query
 // of the combined statement (PostgreSQL runs a `WITH` query that is not a
 // change only when it is read), so it comes last. The notifications go out
 // when the transaction commits, with the rows they announce.
@@ -302,6 +305,30 @@ struct Tables {
     tells: Tells,
     /// The (node, organization) pairs in `tells`.
     told: HashSet<(Uuid, Uuid)>,
+    /// New jobs handed to other nodes (node, epoch, job), last first.
+    handing: Vec<(Uuid, i64, crate::domain::delivery::Job)>,
+}
+
+impl Tables {
+    /// Adds the payloads handing `handing`'s jobs to their holders, in
+    /// commit order, to `tells`.
+    fn hand_over(&mut self) {
+        let mut payloads: Vec<(Uuid, Payloads)> = Vec::new();
+        let mut index: HashMap<(Uuid, OrgId), usize> = HashMap::new();
+        for (node, epoch, job) in self.handing.drain(..).rev() {
+            let at = *index.entry((node, job.organization_id)).or_insert_with(|| {
+                payloads.push((node, Payloads::new(job.organization_id, epoch)));
+                payloads.len() - 1
+            });
+            payloads[at].1.add(&job);
+        }
+        for (node, payloads) in payloads {
+            for payload in payloads.finish() {
+                self.tells.channel.push(own_channel(node));
+                self.tells.org.push(payload);
+            }
+        }
+    }
 }
 
 /// Adds to `counts` what `logs` adds to each organization's log.
@@ -396,6 +423,7 @@ pub fn statements<'w>(
         tables.revisions.org.push(org);
         tables.revisions.next.push(next);
     }
+    tables.hand_over();
     let mut out = Vec::new();
     let mut t = tables;
     t.users.into_statement(&mut out);
@@ -459,6 +487,17 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             a.occurred_at.push(time(record.occurred_at));
         }
         Write::PutJob(job) => {
+            // A new job of an organization held elsewhere, by a node that
+            // takes handed jobs: held under its epoch, and handed to it.
+            let handed_to = job
+                .holder_told
+                .filter(|_| write.new_job().is_some() && handed::fits(job))
+                .and_then(|told| Some((told.node, told.handed?)));
+            let (claim, claim_read) = match (job.held_under, handed_to) {
+                (Some(held), _) => (Some(held.epoch), Some(held.mark)),
+                (None, Some((_, epoch))) => (Some(epoch), Some(HANDED)),
+                (None, None) => (None, None),
+            };
             macro_rules! push {
                 ($j:expr) => {{
                     let j = $j;
@@ -469,8 +508,8 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
                     j.attempts_made.push(i16::from(job.attempts_made));
                     j.due_at.push(time(job.due_at));
                     j.created_at.push(time(job.created_at));
-                    j.claim.push(job.held_under.map(|held| held.epoch));
-                    j.claim_read.push(job.held_under.map(|held| held.mark));
+                    j.claim.push(claim);
+                    j.claim_read.push(claim_read);
                 }};
             }
             if write.new_job().is_some() {
@@ -478,11 +517,15 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             } else {
                 push!(&mut t.jobs)
             }
-            if let Some(node) = job.holder_told {
-                if t.told.insert((node, job.organization_id.0)) {
-                    t.tells.channel.push(own_channel(node));
-                    t.tells.org.push(job.organization_id.0.to_string());
+            match (handed_to, job.holder_told) {
+                (Some((node, epoch)), _) => t.handing.push((node, epoch, job.clone())),
+                (None, Some(told)) => {
+                    if t.told.insert((told.node, job.organization_id.0)) {
+                        t.tells.channel.push(own_channel(told.node));
+                        t.tells.org.push(job.organization_id.0.to_string());
+                    }
                 }
+                (None, None) => {}
             }
         }
         Write::DeleteJob(org, id) => {
@@ -652,14 +695,16 @@ mod tests {
 
     #[test]
     fn holders_told_by_a_commit_are_its_last_statement_once_per_node_and_organization() {
+        use crate::domain::delivery::HolderTold;
         use crate::domain::delivery::Job;
         use crate::domain::event::EventKind;
         use crate::ids::OrgId;
         let (org, other) = (OrgId::generate(), OrgId::generate());
         let holder = Uuid::now_v7();
+        // A holder of an earlier release: told, not handed jobs.
         let job = |org: OrgId, told: Option<Uuid>| {
             let mut job = Job::new(org, EventKind::TaskCreated, b"{}".to_vec());
-            job.holder_told = told;
+            job.holder_told = told.map(|node| HolderTold { node, handed: None });
             Write::PutJob(job)
         };
         let writes = [
@@ -690,5 +735,70 @@ mod tests {
             panic!("the writes become statements");
         };
         assert_eq!(statements.len(), 1, "no holder told, no notification");
+    }
+
+    #[test]
+    fn new_jobs_are_handed_to_a_holder_that_takes_them_marked_held_under_its_epoch() {
+        use crate::domain::delivery::{HolderTold, Job};
+        use crate::domain::event::EventKind;
+        let (org, holder) = (OrgId::generate(), Uuid::now_v7());
+        let job = |body: &str| {
+            let mut job = Job::new(org, EventKind::TaskCreated, body.as_bytes().to_vec());
+            job.holder_told = Some(HolderTold {
+                node: holder,
+                handed: Some(9),
+            });
+            job
+        };
+        let (first, second) = (job(r#"{"n":1}"#), job(r#"{"n":2}"#));
+        let mut retry = job("{}");
+        retry.attempts_made = 1;
+        let writes = [
+            Write::PutJob(first.clone()),
+            Write::PutJob(second.clone()),
+            Write::PutJob(retry),
+        ];
+        let Ok(statements) = super::statements(writes.iter(), None) else {
+            panic!("the writes become statements");
+        };
+        let sqls: Vec<&str> = statements.iter().map(|s| s.sql).collect();
+        assert_eq!(sqls, [NewJobs::SQL, Jobs::SQL, Tells::SQL]);
+        let params = |at: usize| -> Vec<String> {
+            statements[at]
+                .params
+                .iter()
+                .map(|p| format!("{p:?}"))
+                .collect()
+        };
+        let new_jobs = params(0);
+        assert_eq!(new_jobs[7], format!("{:?}", [Some(9i64), Some(9)]), "claim");
+        assert_eq!(
+            new_jobs[8],
+            format!("{:?}", [Some(HANDED), Some(HANDED)]),
+            "claim_read"
+        );
+        assert_eq!(
+            params(1)[7],
+            format!("{:?}", [None::<i64>]),
+            "a retry is told of, not handed"
+        );
+        let tells = &statements[2].params;
+        assert_eq!(
+            format!("{:?}", tells[0]),
+            format!(
+                "{:?}",
+                [super::own_channel(holder), super::own_channel(holder)]
+            ),
+            "one payload for the two new jobs, one notification for the retry"
+        );
+        let payloads = format!("{:?}", tells[1]);
+        let mut expected = Payloads::new(org, 9);
+        assert!(expected.add(&first) && expected.add(&second));
+        let expected = expected.finish();
+        assert_eq!(
+            payloads,
+            format!("{:?}", [org.0.to_string(), expected[0].clone()]),
+            "the new jobs in commit order"
+        );
     }
 }

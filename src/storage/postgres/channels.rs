@@ -2,7 +2,7 @@
 //! of organizations it holds (told by lease claims and by commits), and
 //! one every node listens on, for organizations a stopping node left with
 //! jobs waiting and for the stop itself. Payloads are an organization's id,
-//! or [`stopped`] of a node.
+//! jobs handed to the holder (see `handed`), or [`stopped`] of a node.
 
 use uuid::Uuid;
 

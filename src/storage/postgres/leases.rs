@@ -25,7 +25,8 @@
 //! Nodes wake each other with `NOTIFY`: a node with new jobs of an
 //! organization another node holds tells that node, on its own channel,
 //! in its lease claim, or in the commit itself once a claim has named the
-//! holder (see `admissions`);
+//! holder (see `admissions`), then handing it the jobs themselves when it
+//! takes them (see `handed`);
 //! a stopping node tells every node which organizations it left with jobs
 //! waiting. A slow poll for organizations whose lease ran out with jobs
 //! waiting is the backstop for a lost notification or a killed node.
@@ -38,11 +39,12 @@ use uuid::Uuid;
 use super::channels::{own_channel, stopped, stopped_node, RELEASED_CHANNEL};
 use super::connect::{Connector, IoThread};
 use super::error::from_pg;
+use super::handed::{self, Handed, HANDED};
 use super::lost_reads::LostReads;
 use super::rows;
 use super::transact::Database;
 use crate::domain::delivery::Job;
-use crate::ids::OrgId;
+use crate::ids::{DeliveryId, OrgId};
 use crate::storage::StoreError;
 
 /// A node's hold on delivering one organization.
@@ -61,6 +63,9 @@ pub struct HeldElsewhere {
     pub org: OrgId,
     /// The node holding its lease (told of the claim's jobs).
     pub node: Uuid,
+    /// The epoch under which that node takes jobs handed to it in
+    /// notifications; `None` for a node of an earlier release.
+    pub handed: Option<i64>,
     /// How long that lease had left when the claim ran.
     pub left: Duration,
 }
@@ -89,13 +94,16 @@ pub struct SharedQueue {
 }
 
 /// What the listening connection tells the dispatcher.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Wakeup {
     /// Listening (again): notifications sent meanwhile are lost, so look
     /// for waiting jobs now.
     Listening,
     /// `org` has jobs waiting that this node may deliver.
     Jobs(OrgId),
+    /// New jobs handed to this node, their rows marked held under the
+    /// epoch named (see [`super::handed`]).
+    Handed(Handed),
     /// This node stopped and released its leases.
     Stopped(Uuid),
 }
@@ -104,7 +112,8 @@ pub enum Wakeup {
 /// ($2, lasting $3 ms): those nobody holds, whose holder stopped renewing,
 /// or that name it already, locked in organization order; the holders of
 /// the others are told, in the same statement, that jobs of theirs wait,
-/// and named in the answer with the time their leases have left.
+/// and named in the answer with the time their leases have left and the
+/// epoch under which they take handed jobs (if they do: see migration 9).
 /// Public for the test of its plans.
 pub const CLAIM_SQL: &str = "WITH locked AS ( \
            SELECT organization_id FROM delivery_leases \
@@ -112,7 +121,7 @@ pub const CLAIM_SQL: &str = "WITH locked AS ( \
               AND (node IS NULL OR until <= now() OR node = $2) \
             ORDER BY organization_id FOR UPDATE), \
          claimed AS ( \
-           UPDATE delivery_leases l SET node = $2, epoch = l.epoch + 1, \
+           UPDATE delivery_leases l SET node = $2, epoch = l.epoch + 1, handed_epoch = l.epoch + 1, \
                   until = now() + $3::int8 * interval '1 millisecond' \
             WHERE l.organization_id = ANY(ARRAY(SELECT organization_id FROM locked)) \
               AND (l.node IS NULL OR l.until <= now() OR l.node = $2) \
@@ -120,19 +129,22 @@ pub const CLAIM_SQL: &str = "WITH locked AS ( \
          told AS ( \
            SELECT l.organization_id, l.node, \
                   GREATEST(0, extract(epoch FROM l.until - now()) * 1000)::int8 AS left_ms, \
+                  CASE WHEN l.handed_epoch = l.epoch THEN l.epoch END AS handed, \
                   pg_notify('rolecall_deliveries_' || replace(l.node::text, '-', ''), \
                             l.organization_id::text) \
              FROM delivery_leases l \
             WHERE l.organization_id = ANY((SELECT $1::uuid[])::uuid[]) \
               AND l.node <> $2 AND l.until > now() \
               AND l.organization_id <> ALL(ARRAY(SELECT organization_id FROM claimed))) \
-         SELECT organization_id, epoch, NULL::uuid AS holder, NULL::int8 AS left_ms FROM claimed \
-         UNION ALL SELECT organization_id, NULL::int8, node, left_ms FROM told";
+         SELECT organization_id, epoch, NULL::uuid AS holder, NULL::int8 AS left_ms, \
+                NULL::int8 AS handed FROM claimed \
+         UNION ALL SELECT organization_id, NULL::int8, node, left_ms, handed FROM told";
 
 /// The claim of waiting jobs ([`SharedQueue::claim_jobs`]): per lease
 /// ($1 organizations, $2 epochs, $3 limits) still this node's ($4), the
 /// jobs not yet held under it, marked with its epoch and the read's number
-/// ($5); rows marked by the reads in $6 (answers lost) are taken again.
+/// ($5); rows marked by the reads in $6 (answers lost) are taken again,
+/// but none of the deliveries in $7 (held in memory here).
 /// The update finds each row it marks by the tuple id its locking read
 /// returned: joined by key instead, PostgreSQL may hash the picked rows and
 /// read the whole outbox, dead rows included, on every call (it did, with
@@ -154,6 +166,7 @@ pub fn claim_jobs_sql() -> String {
               SELECT ctid FROM outbox \
                WHERE organization_id = w.org \
                  AND (claim IS DISTINCT FROM w.epoch OR claim_read = ANY((SELECT $6::int8[])::int8[])) \
+                 AND delivery_id <> ALL((SELECT $7::uuid[])::uuid[]) \
                ORDER BY delivery_id LIMIT w.lim FOR UPDATE SKIP LOCKED) p) \
          UPDATE outbox SET claim = picked.picked_epoch, claim_read = $5 FROM picked \
           WHERE outbox.ctid = ANY(ARRAY(SELECT picked_tid FROM picked)) \
@@ -219,11 +232,13 @@ impl SharedQueue {
             let epoch: Option<i64> = row.try_get(1).map_err(StoreError::codec)?;
             let holder: Option<Uuid> = row.try_get(2).map_err(StoreError::codec)?;
             let left_ms: Option<i64> = row.try_get(3).map_err(StoreError::codec)?;
+            let handed: Option<i64> = row.try_get(4).map_err(StoreError::codec)?;
             match (epoch, holder, left_ms) {
                 (Some(epoch), _, _) => claimed.leases.push(Lease { org, epoch }),
                 (None, Some(node), Some(left_ms)) => claimed.elsewhere.push(HeldElsewhere {
                     org,
                     node,
+                    handed,
                     left: Duration::from_millis(left_ms.max(0) as u64),
                 }),
                 _ => {}
@@ -242,6 +257,7 @@ impl SharedQueue {
                   AND EXISTS (SELECT 1 FROM outbox o WHERE o.organization_id = l.organization_id) \
                 LIMIT $3 FOR UPDATE OF l SKIP LOCKED) \
              UPDATE delivery_leases l SET node = $1, epoch = l.epoch + 1, \
+                    handed_epoch = l.epoch + 1, \
                     until = now() + $2::int8 * interval '1 millisecond' \
                FROM free WHERE l.organization_id = free.organization_id \
              RETURNING l.organization_id, l.epoch";
@@ -350,8 +366,14 @@ impl SharedQueue {
     /// organization not yet held under it, now marked held: one statement
     /// for all, oldest first per organization; none for a lease that is
     /// another node's by now. Jobs marked by a read of this node whose
-    /// answer was lost are taken again: they are held nowhere.
-    pub async fn claim_jobs(&self, reads: &[(Lease, usize)]) -> Result<Vec<Job>, StoreError> {
+    /// answer was lost are taken again: they are held nowhere; so are jobs
+    /// handed to this node in notifications it did not take, with
+    /// `handed`: every such job but those it did take (`handed`'s ids).
+    pub async fn claim_jobs(
+        &self,
+        reads: &[(Lease, usize)],
+        handed: Option<&[DeliveryId]>,
+    ) -> Result<Vec<Job>, StoreError> {
         let sql = claim_jobs_sql();
         let (leases, limits): (Vec<Lease>, Vec<i64>) = reads
             .iter()
@@ -359,13 +381,17 @@ impl SharedQueue {
             .unzip();
         let (orgs, epochs) = columns(&leases);
         let number = self.lost.number();
-        let again = self.lost.to_take_again(std::time::Instant::now());
+        let mut again = self.lost.to_take_again(std::time::Instant::now());
+        let taken: Vec<Uuid> = handed.unwrap_or_default().iter().map(|id| id.0).collect();
+        if handed.is_some() {
+            again.push(HANDED);
+        }
         let rows = self
             .database
             .query(
                 "a claim of waiting jobs",
                 &sql,
-                &[&orgs, &epochs, &limits, &self.node, &number, &again],
+                &[&orgs, &epochs, &limits, &self.node, &number, &again, &taken],
             )
             .await
             .inspect_err(|_| self.lost.failed(number, std::time::Instant::now()))?;
@@ -457,6 +483,10 @@ async fn listen_once(
     wake(Wakeup::Listening);
     while let Some(notification) = notifications.recv().await {
         let payload = notification.payload();
+        if let Some(handed) = handed::decode(payload) {
+            wake(Wakeup::Handed(handed));
+            continue;
+        }
         match (payload.parse::<Uuid>(), stopped_node(payload)) {
             (Ok(org), _) => wake(Wakeup::Jobs(OrgId(org))),
             (_, Some(node)) => wake(Wakeup::Stopped(node)),

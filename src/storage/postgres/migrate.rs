@@ -42,6 +42,10 @@ const STEPS: &[(&str, &str)] = &[
         "endpoint status: disabled (gone or failing), and the failing run's start",
         include_str!("migrations/0008_endpoint_status.sql"),
     ),
+    (
+        "jobs handed to the lease holder in their commit's notification",
+        include_str!("migrations/0009_handed_jobs.sql"),
+    ),
 ];
 
 /// The schema version this build reads and writes.

@@ -15,6 +15,7 @@ mod checks;
 mod connect;
 mod error;
 mod group_commit;
+mod handed;
 mod idempotency;
 mod import;
 mod leases;
@@ -44,6 +45,7 @@ use transact::{finish_transaction, prepared, Database};
 pub use batch::JOB_DELETES_SQL;
 pub use checks::SQL as CHECK_SQL;
 pub use connect::{with_database, Settings, BACKGROUND_SESSION};
+pub use handed::{Handed, HANDED};
 pub use idempotency::{
     ANSWER_SQL as IDEMPOTENCY_ANSWER_SQL, CLAIM_SQL as IDEMPOTENCY_CLAIM_SQL,
     HELD_SQL as IDEMPOTENCY_HELD_SQL,

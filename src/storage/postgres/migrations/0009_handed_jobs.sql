@@ -1,0 +1,12 @@
+-- Jobs handed to the lease holder in their commit's notification (issue
+-- 30). A node that commits new jobs of an organization another node holds
+-- may mark their rows held under that node's epoch and send the jobs
+-- themselves in the notification that tells it: the holder takes them
+-- into memory with no read of the outbox. Only a holder that takes such
+-- notifications may be handed jobs, so its claims record the epoch under
+-- which it does (`handed_epoch`); a claim of the previous release moves
+-- the epoch on without it, and its holder is then told as before.
+--
+-- The previous release reads and writes this schema unchanged: it never
+-- reads the column, and leaves it behind when it claims.
+ALTER TABLE delivery_leases ADD COLUMN handed_epoch bigint;
