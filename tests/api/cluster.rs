@@ -1527,7 +1527,9 @@ fn titles_received(received: &[crate::receiver::Received]) -> Vec<String> {
 }
 
 /// A commits first and holds the organization's lease; one commit on B
-/// then claims it, which tells A and teaches B that A holds it.
+/// then claims it, which tells A and teaches B that A holds it (B learns
+/// it from the claim's answer, which it may handle a little after A
+/// delivered: a pause leaves it time on a busy machine).
 async fn held_by_a_known_to_b(
     pair: &Pair,
     org: &str,
@@ -1538,6 +1540,7 @@ async fn held_by_a_known_to_b(
     receiver.wait_for(2, Duration::from_secs(5)).await;
     let created = tasks_on(&pair.b, org, owner, vec!["on b".to_owned()]).await;
     delivered_within(receiver, &created, Duration::from_secs(5), "told to A").await;
+    actix_web::rt::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// Issue 30: a node's commit of new jobs of an organization another node
@@ -1552,18 +1555,24 @@ async fn jobs_committed_beside_the_holder_are_handed_to_it_without_a_read() {
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::handed") else {
         return;
     };
-    let (pair, org, owner, receiver, _) =
-        hooked_pair(&databases, &[("ROLECALL_WEBHOOKS__LEASE_MS", "60000")]).await;
+    let (pair, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "60000"),
+            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "1"),
+        ],
+    )
+    .await;
     let org_id = org.trim_start_matches("/organizations/").to_owned();
     held_by_a_known_to_b(&pair, &org, &owner, &receiver).await;
     let holder = lease_holder(&pair.url, &org_id);
-    // Slow attempts: the rows stay in the outbox while they are made.
+    // Slow attempts, one at a time: the rows stay in the outbox meanwhile.
     receiver.set(Behavior::slow(Duration::from_millis(1500)));
     let titles: Vec<String> = (0..3).map(|i| format!("handed {i}")).collect();
     for title in &titles {
         tasks_on(&pair.b, &org, &owner, vec![title.clone()]).await;
     }
-    receiver.wait_for(5, Duration::from_secs(5)).await;
+    receiver.wait_for(4, Duration::from_secs(5)).await;
     assert_eq!(
         handed_and_read(&pair.url, &org_id),
         (3, 0),

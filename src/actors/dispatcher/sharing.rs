@@ -307,9 +307,8 @@ impl Dispatcher {
             reads
                 .iter()
                 .flat_map(|(read, _)| {
-                    self.backlog
-                        .held_ids(read.org)
-                        .chain(shared.unwritten.ids_of(read.org))
+                    let held = shared.taken_handed.get(&read.org).into_iter().flatten();
+                    held.copied().chain(shared.unwritten.ids_of(read.org))
                 })
                 .collect()
         });
@@ -399,6 +398,10 @@ impl Dispatcher {
         {
             for job in jobs {
                 if self.backlog.hold(&job) {
+                    if let Some(shared) = self.shared.as_mut() {
+                        let taken = shared.taken_handed.entry(org).or_default();
+                        taken.insert(job.delivery_id);
+                    }
                     self.schedule(job, ctx);
                 }
             }
@@ -437,8 +440,9 @@ impl Dispatcher {
     /// (they wait in the outbox for the next holder); attempts in flight
     /// finish and are recorded.
     pub(super) fn lose(&mut self, org: OrgId) {
-        if let Some(shared) = &self.shared {
+        if let Some(shared) = self.shared.as_mut() {
             shared.admissions.withdraw(org);
+            shared.taken_handed.remove(&org);
         }
         let dropped = self.queue.drop_org(org).len();
         self.backlog.forget(org);
