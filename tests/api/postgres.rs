@@ -1332,16 +1332,23 @@ fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
         let background = |sql: &str, types: &str, arguments: String| {
             plans_of(&url, BACKGROUND_SESSION, types, sql, &arguments)
         };
-        let claim_jobs = background(
-            &rolecall::storage::postgres::claim_jobs_sql(),
+        let claim_jobs = plans_of(
+            &url,
+            rolecall::storage::postgres::CLAIM_JOBS_SESSION,
             "uuid[], int8[], int8[], uuid, int8, int8[], uuid[]",
-            format!(
+            &rolecall::storage::postgres::claim_jobs_sql(),
+            &format!(
                 "{}, ARRAY[1, 1]::int8[], ARRAY[16, 16]::int8[], {held}, 7, ARRAY[]::int8[], \
                  ARRAY[gen_random_uuid()]",
                 array_of(&orgs, "uuid")
             ),
         );
         for (mode, plan) in &claim_jobs {
+            assert!(
+                !plan.contains("Bitmap Heap Scan on outbox"),
+                "claim of jobs, {outbox}, {mode}: the outbox read in key order, not every \
+                 page its organization's entries (dead ones too) point to:\n{plan}"
+            );
             assert!(
                 plan.contains("Tid Scan on outbox"),
                 "claim of jobs, {outbox}, {mode}: the rows marked found by their tuple ids:\n{plan}"

@@ -53,7 +53,7 @@ pub use idempotency::{
 pub use import::Import;
 pub use leases::{
     claim_jobs_sql, Claimed, HeldElsewhere, Lease, Listening, SharedQueue, Wakeup,
-    CLAIM_SQL as LEASE_CLAIM_SQL,
+    CLAIM_JOBS_SESSION, CLAIM_SQL as LEASE_CLAIM_SQL,
 };
 pub use lost_reads::LostReads;
 pub use migrate::Migrated;
