@@ -1,10 +1,12 @@
 //! Delivery results handed to the log actor and not yet durable, counted
-//! per organization, on a queue several nodes share. Until a result is
-//! durable its job's row is still in the outbox (a finished job's delete,
-//! a retried one's update, go with the result), so a read under a new lease
-//! would take the row and deliver it again. The dispatcher therefore gives
-//! up a lease, and reads an organization under a lease it claimed anew,
-//! only once nothing of the organization is in flight or unwritten.
+//! per organization and delivery, on a queue several nodes share. Until a
+//! result is durable its job's row is still in the outbox (a finished
+//! job's delete, a retried one's update, go with the result), so a read
+//! under a new lease would take the row and deliver it again. The
+//! dispatcher therefore gives up a lease, and reads an organization under
+//! a lease it claimed anew, only once nothing of the organization is in
+//! flight or unwritten; and a read of rows handed to it leaves out the
+//! deliveries still unwritten.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
