@@ -147,6 +147,14 @@ impl Backlog {
             .is_none_or(|entry| !entry.on_disk && !entry.reading && !entry.spilling)
     }
 
+    /// The deliveries of `org` held now.
+    pub fn held_ids(&self, org: OrgId) -> impl Iterator<Item = DeliveryId> + '_ {
+        self.orgs
+            .get(&org)
+            .into_iter()
+            .flat_map(|entry| entry.held.iter().copied())
+    }
+
     /// How many more jobs `org` may hold.
     pub fn room(&self, org: OrgId) -> usize {
         let held = self.orgs.get(&org).map_or(0, |entry| entry.held.len());

@@ -81,9 +81,6 @@ pub struct Shared {
     /// Organizations with jobs handed to this node that it did not take
     /// from their notification: its next read of them takes those rows.
     pub(in crate::actors) handed_on_disk: HashSet<OrgId>,
-    /// The handed jobs it did take, while held: a read of handed rows
-    /// leaves them (and those finished whose outcome is not yet durable).
-    pub(in crate::actors) taken_handed: HashMap<OrgId, HashSet<DeliveryId>>,
     /// Reads of waiting jobs to make, in the next claim of jobs.
     pub(in crate::actors) reads: Vec<(Read, Lease)>,
     /// A claim of jobs is under way.
@@ -117,7 +114,6 @@ impl Shared {
             unwritten,
             settling: HashSet::new(),
             handed_on_disk: HashSet::new(),
-            taken_handed: HashMap::new(),
             reads: Vec::new(),
             reading: false,
             listening: None,
@@ -148,16 +144,6 @@ impl Shared {
     pub fn finished(&mut self, job: &Job) -> bool {
         let started = self.in_flight.remove(&job.delivery_id);
         matches!(started, Some(lease) if self.leases.of(job.organization_id) != Some(lease))
-    }
-
-    /// Held job `id` of `org` is no longer held.
-    pub fn released(&mut self, org: OrgId, id: DeliveryId) {
-        if let Some(taken) = self.taken_handed.get_mut(&org) {
-            taken.remove(&id);
-            if taken.is_empty() {
-                self.taken_handed.remove(&org);
-            }
-        }
     }
 
     /// Leases no longer trusted at `now`: given up.

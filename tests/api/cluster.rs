@@ -245,6 +245,16 @@ where
     })
 }
 
+/// How many of `org`'s jobs wait in the outbox (not finished, or finished
+/// and not yet recorded).
+fn outbox_rows(url: &str, org: &str) -> i64 {
+    scalar(
+        url,
+        "SELECT count(*) FROM outbox WHERE organization_id = $1",
+        org,
+    )
+}
+
 /// The node holding `org`'s delivery lease now ("" when none does).
 fn lease_holder(url: &str, org: &str) -> String {
     scalar::<Option<uuid::Uuid>>(
@@ -957,15 +967,7 @@ async fn a_killed_nodes_deliveries_are_taken_over_with_the_same_id_body_and_atte
             "retried 2.5 s after the first attempt ended, whichever node made it"
         );
     }
-    assert_eq!(
-        scalar::<i64>(
-            &url,
-            "SELECT count(*) FROM outbox WHERE organization_id = $1",
-            &org_id
-        ),
-        0,
-        "nothing left"
-    );
+    assert_eq!(outbox_rows(&url, &org_id), 0, "nothing left");
 }
 
 #[actix_web::test]
@@ -1582,14 +1584,7 @@ async fn jobs_committed_beside_the_holder_are_handed_to_it_without_a_read() {
     eventually(
         Duration::from_secs(10),
         "every outcome recorded",
-        || async {
-            (scalar::<i64>(
-                &pair.url,
-                "SELECT count(*) FROM outbox WHERE organization_id = $1",
-                &org_id,
-            ) == 0)
-                .then_some(())
-        },
+        || async { (outbox_rows(&pair.url, &org_id) == 0).then_some(()) },
     )
     .await;
     let received = titles_received(&receiver.received());
@@ -1631,14 +1626,7 @@ async fn handed_jobs_the_holder_has_no_room_for_are_read_in_their_turn() {
     actix_web::rt::time::sleep(Duration::from_millis(500)).await;
     let received = titles_received(&receiver.received());
     assert_eq!(received[2..], titles[..], "each once, in commit order");
-    assert_eq!(
-        scalar::<i64>(
-            &pair.url,
-            "SELECT count(*) FROM outbox WHERE organization_id = $1",
-            &org_id
-        ),
-        0
-    );
+    assert_eq!(outbox_rows(&pair.url, &org_id), 0, "nothing left");
 }
 
 /// Issue 30, rolling upgrades: a holder whose claim did not record that it

@@ -294,9 +294,6 @@ impl Dispatcher {
     /// A held delivery `id` of `org` finished: its place goes to the next one.
     fn released(&mut self, org: OrgId, id: DeliveryId, ctx: &mut Context<Self>) {
         self.backlog.released(org, id);
-        if let Some(shared) = self.shared.as_mut() {
-            shared.released(org, id);
-        }
         self.read_backlog(org, ctx);
         self.offer_room(org);
     }
@@ -481,9 +478,6 @@ impl Handler<DropOrg> for Dispatcher {
             let id = job.delivery_id;
             self.record(job, why.outcome(at));
             self.backlog.released(org, id);
-            if let Some(shared) = self.shared.as_mut() {
-                shared.released(org, id);
-            }
         }
         // What waits in the outbox is read in turn and found orphaned.
         self.read_backlog(org, ctx);

@@ -252,6 +252,8 @@ impl Dispatcher {
         ctx.run_later(SETTLING_CHECK, move |act, ctx| act.settle_check(org, ctx));
     }
 
+    /// Reads `org` if it is settled now, forgets it if its lease went
+    /// meanwhile, else looks again later.
     fn settle_check(&mut self, org: OrgId, ctx: &mut Context<Self>) {
         let settled = self.settled(org);
         let Some(shared) = self.shared.as_mut() else {
@@ -298,7 +300,8 @@ impl Dispatcher {
         shared.reading = true;
         let reads = std::mem::take(&mut shared.reads);
         // Jobs handed to this node and not taken: this read takes them,
-        // but none it took (held, or finished and not yet written).
+        // but none it holds (the handed ones it took among them) or
+        // finished and has not yet recorded.
         let mut handed = false;
         for (read, _) in &reads {
             handed |= shared.handed_on_disk.remove(&read.org);
@@ -307,8 +310,9 @@ impl Dispatcher {
             reads
                 .iter()
                 .flat_map(|(read, _)| {
-                    let held = shared.taken_handed.get(&read.org).into_iter().flatten();
-                    held.copied().chain(shared.unwritten.ids_of(read.org))
+                    self.backlog
+                        .held_ids(read.org)
+                        .chain(shared.unwritten.ids_of(read.org))
                 })
                 .collect()
         });
@@ -398,10 +402,6 @@ impl Dispatcher {
         {
             for job in jobs {
                 if self.backlog.hold(&job) {
-                    if let Some(shared) = self.shared.as_mut() {
-                        let taken = shared.taken_handed.entry(org).or_default();
-                        taken.insert(job.delivery_id);
-                    }
                     self.schedule(job, ctx);
                 }
             }
@@ -440,9 +440,8 @@ impl Dispatcher {
     /// (they wait in the outbox for the next holder); attempts in flight
     /// finish and are recorded.
     pub(super) fn lose(&mut self, org: OrgId) {
-        if let Some(shared) = self.shared.as_mut() {
+        if let Some(shared) = &self.shared {
             shared.admissions.withdraw(org);
-            shared.taken_handed.remove(&org);
         }
         let dropped = self.queue.drop_org(org).len();
         self.backlog.forget(org);

@@ -16,7 +16,7 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::channels::own_channel;
-use super::handed::{self, Payloads, HANDED};
+use super::handed::{Line, Payloads, HANDED};
 use super::rows::{name_of, owned_text, permission_keys, time};
 use crate::domain::change::Write;
 use crate::domain::names::fold;
@@ -305,8 +305,9 @@ struct Tables {
     tells: Tells,
     /// The (node, organization) pairs in `tells`.
     told: HashSet<(Uuid, Uuid)>,
-    /// New jobs handed to other nodes (node, epoch, job), last first.
-    handing: Vec<(Uuid, i64, crate::domain::delivery::Job)>,
+    /// New jobs handed to other nodes: (node, epoch, organization, the
+    /// job's part of a payload), last first.
+    handing: Vec<(Uuid, i64, OrgId, Line)>,
 }
 
 impl Tables {
@@ -315,12 +316,12 @@ impl Tables {
     fn hand_over(&mut self) {
         let mut payloads: Vec<(Uuid, Payloads)> = Vec::new();
         let mut index: HashMap<(Uuid, OrgId), usize> = HashMap::new();
-        for (node, epoch, job) in self.handing.drain(..).rev() {
-            let at = *index.entry((node, job.organization_id)).or_insert_with(|| {
-                payloads.push((node, Payloads::new(job.organization_id, epoch)));
+        for (node, epoch, org, line) in self.handing.drain(..).rev() {
+            let at = *index.entry((node, org)).or_insert_with(|| {
+                payloads.push((node, Payloads::new(org, epoch)));
                 payloads.len() - 1
             });
-            payloads[at].1.add(&job);
+            payloads[at].1.push(&line);
         }
         for (node, payloads) in payloads {
             for payload in payloads.finish() {
@@ -491,11 +492,11 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             // takes handed jobs: held under its epoch, and handed to it.
             let handed_to = job
                 .holder_told
-                .filter(|_| write.new_job().is_some() && handed::fits(job))
-                .and_then(|told| Some((told.node, told.handed?)));
-            let (claim, claim_read) = match (job.held_under, handed_to) {
+                .filter(|_| write.new_job().is_some())
+                .and_then(|told| Some((told.node, told.handed?, Line::of(job)?)));
+            let (claim, claim_read) = match (job.held_under, &handed_to) {
                 (Some(held), _) => (Some(held.epoch), Some(held.mark)),
-                (None, Some((_, epoch))) => (Some(epoch), Some(HANDED)),
+                (None, Some((_, epoch, _))) => (Some(*epoch), Some(HANDED)),
                 (None, None) => (None, None),
             };
             macro_rules! push {
@@ -518,7 +519,9 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
                 push!(&mut t.jobs)
             }
             match (handed_to, job.holder_told) {
-                (Some((node, epoch)), _) => t.handing.push((node, epoch, job.clone())),
+                (Some((node, epoch, line)), _) => {
+                    t.handing.push((node, epoch, job.organization_id, line))
+                }
                 (None, Some(told)) => {
                     if t.told.insert((told.node, job.organization_id.0)) {
                         t.tells.channel.push(own_channel(told.node));
@@ -793,7 +796,12 @@ mod tests {
         );
         let payloads = format!("{:?}", tells[1]);
         let mut expected = Payloads::new(org, 9);
-        assert!(expected.add(&first) && expected.add(&second));
+        for job in [&first, &second] {
+            let Some(line) = Line::of(job) else {
+                panic!("a small job is handed")
+            };
+            expected.push(&line);
+        }
         let expected = expected.finish();
         assert_eq!(
             payloads,

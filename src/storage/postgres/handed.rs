@@ -60,21 +60,13 @@ impl Payloads {
         }
     }
 
-    /// Adds `job` (a new one); `false` when it cannot be handed (see
-    /// [`fits`]): it is then told of as before.
-    pub fn add(&mut self, job: &Job) -> bool {
-        let Some(line) = line_of(job) else {
-            return false;
-        };
-        if self.header.len() + line.len() > LONGEST {
-            return false;
-        }
-        if self.open.len() + line.len() > LONGEST {
+    /// Adds a job's part (see [`Line::of`]).
+    pub fn push(&mut self, line: &Line) {
+        if self.open.len() + line.0.len() > LONGEST {
             let full = std::mem::replace(&mut self.open, self.header.clone());
             self.done.push(full);
         }
-        self.open.push_str(&line);
-        true
+        self.open.push_str(&line.0);
     }
 
     /// The payloads, or none if no job was added.
@@ -86,31 +78,33 @@ impl Payloads {
     }
 }
 
-/// Whether `job` can be handed: its envelope fits in a payload.
-pub fn fits(job: &Job) -> bool {
-    // The longest header: the prefix, an organization id and an epoch.
-    const HEADER: usize = PREFIX.len() + 36 + 1 + 20;
-    line_of(job).is_some_and(|line| HEADER + line.len() <= LONGEST)
-}
+/// One job's part of a payload, which fits in one with any header.
+#[derive(Debug)]
+pub struct Line(String);
 
-/// `job`'s part of a payload; `None` if it cannot be written in one.
-fn line_of(job: &Job) -> Option<String> {
-    let body = std::str::from_utf8(&job.body).ok()?;
-    if job.event.is_empty() || job.event.contains([' ', '\n']) {
-        return None;
+impl Line {
+    /// `job`'s part; `None` when it cannot be handed (an envelope too big
+    /// for a payload): it is then told of as before.
+    pub fn of(job: &Job) -> Option<Line> {
+        // The longest header: the prefix, an organization id and an epoch.
+        const HEADER: usize = PREFIX.len() + 36 + 1 + 20;
+        let body = std::str::from_utf8(&job.body).ok()?;
+        if job.event.is_empty() || job.event.contains([' ', '\n']) {
+            return None;
+        }
+        let mut line = String::with_capacity(96 + body.len());
+        let _ = write!(
+            line,
+            "\n{} {} {} {} {}\n",
+            job.delivery_id.0,
+            job.due_at.millis(),
+            job.created_at.millis(),
+            job.event,
+            body.len()
+        );
+        line.push_str(body);
+        (HEADER + line.len() <= LONGEST).then_some(Line(line))
     }
-    let mut line = String::with_capacity(96 + body.len());
-    let _ = write!(
-        line,
-        "\n{} {} {} {} {}\n",
-        job.delivery_id.0,
-        job.due_at.millis(),
-        job.created_at.millis(),
-        job.event,
-        body.len()
-    );
-    line.push_str(body);
-    Some(line)
 }
 
 /// The jobs a payload hands over; `None` when it hands none. A damaged
@@ -187,7 +181,12 @@ mod tests {
             job(org, "{}"),
         ];
         let mut payloads = Payloads::new(org, 12);
-        assert!(jobs.iter().all(|j| payloads.add(j)));
+        for job in &jobs {
+            let Some(line) = Line::of(job) else {
+                panic!("a small job is handed")
+            };
+            payloads.push(&line);
+        }
         let payloads = payloads.finish();
         assert_eq!(payloads.len(), 1);
         let Some(handed) = decode(&payloads[0]) else {
@@ -204,12 +203,15 @@ mod tests {
         let body = format!(r#"{{"pad":"{}"}}"#, "x".repeat(3000));
         let mut payloads = Payloads::new(org, 1);
         for _ in 0..5 {
-            assert!(payloads.add(&job(org, &body)));
+            let Some(line) = Line::of(&job(org, &body)) else {
+                panic!("3,000 bytes are handed")
+            };
+            payloads.push(&line);
         }
-        let too_big = job(org, &"y".repeat(LONGEST));
-        assert!(!fits(&too_big));
-        assert!(!payloads.add(&too_big));
-        assert!(fits(&job(org, &body)));
+        assert!(
+            Line::of(&job(org, &"y".repeat(LONGEST))).is_none(),
+            "too big"
+        );
         let payloads = payloads.finish();
         assert_eq!(payloads.len(), 3, "two jobs a payload");
         assert!(payloads.iter().all(|p| p.len() <= LONGEST));
@@ -225,7 +227,9 @@ mod tests {
     fn other_and_damaged_payloads_hand_nothing() {
         let org = OrgId::generate();
         let mut payloads = Payloads::new(org, 3);
-        payloads.add(&job(org, r#"{"a":1}"#));
+        if let Some(line) = Line::of(&job(org, r#"{"a":1}"#)) {
+            payloads.push(&line);
+        }
         let good = payloads.finish().remove(0);
         assert!(decode(&org.0.to_string()).is_none(), "a plain wake-up");
         assert!(decode("stopped:x").is_none());
