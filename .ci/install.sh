@@ -19,6 +19,8 @@ command -v unshare >/dev/null || missing+=(util-linux)
 command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
 command -v tinyproxy >/dev/null || missing+=(tinyproxy)
 command -v python3 >/dev/null || missing+=(python3)
+# tikv-jemalloc-sys builds jemalloc with its configure script and make.
+command -v make >/dev/null || missing+=(make)
 command -v npm >/dev/null || missing+=(nodejs npm)
 python3 -c "import ensurepip" 2>/dev/null || missing+=(python3-venv)
 export DEBIAN_FRONTEND=noninteractive
