@@ -19,9 +19,9 @@ use rolecall::storage::PgStore;
 /// jemalloc instead of the system's allocator: sled copies a tree node on
 /// every insert, and glibc's malloc and free are near the top of a sled
 /// burst's profile. With jemalloc the burst delivers about 14 % more
-/// events/s (BENCHMARKS.md, paired). What a burst frees goes back to the
-/// system within seconds (jemalloc's decay), and resident memory at start
-/// is within about 12 MB of glibc's.
+/// events/s (BENCHMARKS.md, paired). Most of what a burst frees goes back
+/// to the system within half a minute (jemalloc's decay), and resident
+/// memory stays within about 12 MB of glibc's.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
