@@ -824,6 +824,14 @@ async fn tasks_on(node: &Running, org: &str, owner: &str, titles: Vec<String>) -
         .await
 }
 
+/// Creates tasks titled `titles` on `node`, one after the other, so that
+/// their commit order is the order of `titles`.
+async fn tasks_in_commit_order(node: &Running, org: &str, owner: &str, titles: &[String]) {
+    for title in titles {
+        tasks_on(node, org, owner, vec![title.clone()]).await;
+    }
+}
+
 /// When `delivery`'s attempts were received.
 fn attempts_at(received: &[crate::receiver::Received], delivery: &str) -> Vec<std::time::Instant> {
     received
@@ -1571,9 +1579,7 @@ async fn jobs_committed_beside_the_holder_are_handed_to_it_without_a_read() {
     // Slow attempts, one at a time: the rows stay in the outbox meanwhile.
     receiver.set(Behavior::slow(Duration::from_millis(1500)));
     let titles: Vec<String> = (0..3).map(|i| format!("handed {i}")).collect();
-    for title in &titles {
-        tasks_on(&pair.b, &org, &owner, vec![title.clone()]).await;
-    }
+    tasks_in_commit_order(&pair.b, &org, &owner, &titles).await;
     receiver.wait_for(4, Duration::from_secs(5)).await;
     assert_eq!(
         handed_and_read(&pair.url, &org_id),
@@ -1616,9 +1622,7 @@ async fn handed_jobs_the_holder_has_no_room_for_are_read_in_their_turn() {
     held_by_a_known_to_b(&pair, &org, &owner, &receiver).await;
     receiver.set(Behavior::slow(Duration::from_millis(100)));
     let titles: Vec<String> = (0..12).map(|i| format!("handed {i:02}")).collect();
-    for title in &titles {
-        tasks_on(&pair.b, &org, &owner, vec![title.clone()]).await;
-    }
+    tasks_in_commit_order(&pair.b, &org, &owner, &titles).await;
     eventually(Duration::from_secs(20), "every one delivered", || async {
         (titles_received(&receiver.received()).len() >= 14).then_some(())
     })
@@ -1658,9 +1662,7 @@ async fn a_holder_of_the_previous_release_is_told_and_reads_the_jobs() {
     );
     receiver.set(Behavior::slow(Duration::from_millis(1500)));
     let titles: Vec<String> = (0..2).map(|i| format!("on b {i}")).collect();
-    for title in &titles {
-        tasks_on(&pair.b, &org, &owner, vec![title.clone()]).await;
-    }
+    tasks_in_commit_order(&pair.b, &org, &owner, &titles).await;
     receiver.wait_for(3, Duration::from_secs(5)).await;
     let (handed, read) = handed_and_read(&pair.url, &org_id);
     assert_eq!(handed, 0, "nothing handed");
