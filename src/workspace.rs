@@ -55,11 +55,19 @@ impl<'a> Workspace<'a> {
             .await?)
     }
 
-    /// Stores a new resource and fires its events.
-    pub async fn create<T: Resource>(&self, created: Changed<T>) -> Result<T, ApiError> {
-        let (value, writes) = created.into_created_writes(self.org)?;
+    /// Stores a new resource and fires its events, answered with what
+    /// `answer` makes of it: the answer, and a write to commit with the
+    /// change (the answer's record under an idempotency key, if any).
+    pub async fn create<T: Resource, A>(
+        &self,
+        created: Changed<T>,
+        answer: impl FnOnce(&T) -> Result<(A, Option<Write>), ApiError>,
+    ) -> Result<A, ApiError> {
+        let (value, mut writes) = created.into_created_writes(self.org)?;
+        let (answer, record) = answer(&value)?;
+        writes.extend(record);
         self.commit.commit(Commit::writes(writes)).await?;
-        Ok(value)
+        Ok(answer)
     }
 
     /// Changes a resource atomically: `change` sees its current value and
@@ -70,16 +78,33 @@ impl<'a> Workspace<'a> {
         id: ResourceId,
         change: impl Fn(T) -> Result<Changed<T>, ApiError>,
     ) -> Result<T, ApiError> {
+        self.update_answered(id, change, |value: &T| Ok((value.clone(), None)))
+            .await
+    }
+
+    /// [`Workspace::update`], answered with what `answer` makes of the
+    /// resource's new value: the answer, and a write to commit with the
+    /// change (the answer's record under an idempotency key, if any; it is
+    /// committed even when the change alters nothing).
+    pub async fn update_answered<T: Resource, A>(
+        &self,
+        id: ResourceId,
+        change: impl Fn(T) -> Result<Changed<T>, ApiError>,
+        answer: impl Fn(&T) -> Result<(A, Option<Write>), ApiError>,
+    ) -> Result<A, ApiError> {
         let org = self.org;
         self.commit
             .update_resource(org.id(), id, |current: Option<T>| {
                 let current = current.ok_or(ApiError::NotFound(T::NAME))?;
                 let changed = change(current.clone())?;
-                if changed.value() == &current && changed.is_quiet() {
-                    return Ok((Vec::new(), current));
-                }
-                let (value, writes) = changed.into_writes(org)?;
-                Ok((writes, value))
+                let (value, mut writes) = if changed.value() == &current && changed.is_quiet() {
+                    (current, Vec::new())
+                } else {
+                    changed.into_writes(org)?
+                };
+                let (answer, record) = answer(&value)?;
+                writes.extend(record);
+                Ok((writes, answer))
             })
             .await
     }

@@ -6,6 +6,7 @@
 
 use crate::domain::audit::AuditRecord;
 use crate::domain::delivery::{Job, LogRecord};
+use crate::domain::idempotency::KeyAnswer;
 use crate::domain::org_state::Edit;
 use crate::domain::resources::{AnyResource, ResourceKind};
 use crate::domain::user::{TokenRecord, User};
@@ -48,6 +49,10 @@ pub enum Write {
     /// recorded: when nodes of a cluster race at their first start, the
     /// first one's token is the cluster's.
     AdminToken([u8; 32]),
+    /// Record the answer of the request that made this change under an
+    /// idempotency key, with the change itself: a node that stops after
+    /// the commit cannot leave the change made and its key unanswered.
+    KeyAnswer(Box<KeyAnswer>),
 }
 
 impl Write {

@@ -9,6 +9,7 @@ pub mod commands;
 pub mod delivery;
 pub mod error;
 pub mod event;
+pub mod idempotency;
 pub mod input;
 pub mod member;
 pub mod memo;

@@ -19,7 +19,11 @@
 //! - 5xx answers are not stored (a retry may succeed); 4xx are, as Stripe
 //!   does (CONTRACT §10). A request without a live token, or over its rate
 //!   limit, is answered before any key is looked at.
-//! - A node that stops between a change and the record of its answer
+//! - A route that can render its answer before committing its change
+//!   records the answer in the change's own transaction ([`respond_with`]),
+//!   so that no stop of the node can leave the change made and its key
+//!   unanswered; the workspace resources' creates do. For the others, a
+//!   node that stops between the change and the record of its answer
 //!   leaves the key claimed: after [`CLAIM`] a retry runs the request
 //!   again.
 
@@ -27,12 +31,15 @@ use std::time::Duration;
 
 use actix_web::body::{to_bytes, BoxBody, EitherBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use actix_web::http::{Method, StatusCode, Uri};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpMessage, HttpResponse, ResponseError};
+use bytes::Bytes;
 
+use crate::domain::change::Write;
 use crate::domain::error::ApiError;
+use crate::domain::idempotency::{Begin, KeyAnswer, StoredAnswer};
 use crate::domain::input::Input;
 use crate::http::body::{read_input, ReadBody};
 use crate::http::credential::bearer_token;
@@ -40,7 +47,6 @@ use crate::http::extract::Prechecked;
 use crate::http::AppContext;
 use crate::ids::OrgId;
 use crate::secrets::{constant_time_eq, sha256};
-use crate::storage::idempotency::{Begin, StoredAnswer};
 use crate::time::Timestamp;
 
 /// The request header.
@@ -54,6 +60,75 @@ pub const KEY_MAX: usize = 255;
 pub const CLAIM: Duration = Duration::from_secs(60);
 /// The headers a replay repeats.
 const KEPT_HEADERS: [&str; 3] = ["content-type", "location", "etag"];
+
+/// A keyed request's claim, left in its extensions for the handler: see
+/// [`respond_with`].
+#[derive(Clone, Debug)]
+pub struct Keyed {
+    scope: [u8; 32],
+    fingerprint: [u8; 32],
+    /// When the answer is forgotten.
+    expires: Timestamp,
+}
+
+/// In a response's extensions: its answer was committed with its change,
+/// so the middleware has nothing to record.
+struct AnsweredWithChange;
+
+/// A JSON answer rendered before its change is committed.
+#[derive(Debug)]
+pub struct JsonAnswer {
+    status: StatusCode,
+    body: Bytes,
+    /// Whether its record under the request's key is one of the change's
+    /// writes.
+    recorded: bool,
+}
+
+impl JsonAnswer {
+    /// The response, the same bytes as `HttpResponse::build(status).json(value)`.
+    pub fn into_response(self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status)
+            .content_type(JSON)
+            .body(self.body);
+        if self.recorded {
+            response.extensions_mut().insert(AnsweredWithChange);
+        }
+        response
+    }
+}
+
+const JSON: &str = "application/json";
+
+/// What a handler hands the workspace to answer with `status` and the
+/// JSON of the resource it changes: the answer and, for a keyed request,
+/// the write that records it under the key, committed with the change.
+pub fn respond_with<T: serde::Serialize>(
+    keyed: Option<&Keyed>,
+    status: StatusCode,
+) -> impl Fn(&T) -> Result<(JsonAnswer, Option<Write>), ApiError> + '_ {
+    move |value| {
+        let body = Bytes::from(serde_json::to_vec(value).map_err(ApiError::internal)?);
+        let record = keyed.map(|keyed| {
+            Write::KeyAnswer(Box::new(KeyAnswer {
+                scope: keyed.scope,
+                fingerprint: keyed.fingerprint,
+                answer: StoredAnswer {
+                    status: status.as_u16(),
+                    headers: vec![(CONTENT_TYPE.as_str().to_owned(), JSON.to_owned())],
+                    body: body.to_vec(),
+                },
+                expires: keyed.expires,
+            }))
+        });
+        let answer = JsonAnswer {
+            status,
+            body,
+            recorded: record.is_some(),
+        };
+        Ok((answer, record))
+    }
+}
 
 /// How often records past their time are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
@@ -189,6 +264,7 @@ pub async fn idempotency(
     let scope = scope(&token, req.path(), &key);
     let now = Timestamp::now();
     let until = later(now, CLAIM);
+    let expires = later(now, ctx.idempotency_ttl);
     let begun = match ctx
         .store
         .idempotency_begin(scope, fingerprint, until, now)
@@ -208,6 +284,11 @@ pub async fn idempotency(
         }
         Begin::Reused => return Ok(answer(req, ApiError::IdempotencyKeyReused.error_response())),
     }
+    req.extensions_mut().insert(Keyed {
+        scope,
+        fingerprint,
+        expires,
+    });
     let response = match next.call(req).await {
         Ok(response) => response,
         Err(err) => {
@@ -215,6 +296,14 @@ pub async fn idempotency(
             return Err(err);
         }
     };
+    if response
+        .response()
+        .extensions()
+        .contains::<AnsweredWithChange>()
+    {
+        ctx.store.idempotency_answered(scope, &fingerprint);
+        return Ok(response.map_into_left_body());
+    }
     let status = response.status();
     if !kept(status) {
         if let Err(err) = ctx.store.idempotency_forget(scope, &fingerprint).await {
@@ -243,7 +332,6 @@ pub async fn idempotency(
             .collect(),
         body: body.to_vec(),
     };
-    let expires = later(Timestamp::now(), ctx.idempotency_ttl);
     if let Err(err) = ctx
         .store
         .idempotency_answer(scope, fingerprint, stored, expires)

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::marker::PhantomData;
 
 use actix_web::dev::{AppService, HttpServiceFactory};
-use actix_web::http::Method;
+use actix_web::http::{Method, StatusCode};
 use actix_web::{
     guard, web, FromRequest, Handler, HttpRequest, HttpResponse, Resource as Route, Responder,
 };
@@ -29,6 +29,7 @@ use crate::domain::event::EventKind;
 use crate::domain::resources::{Changed, Resource};
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::idempotency::{respond_with, Keyed};
 use crate::http::org_routes::{get_resource, list, locate};
 use crate::http::paging::{IdPaging, Page};
 use crate::http::problem::Problem;
@@ -125,12 +126,15 @@ async fn create<R: Routed>(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
     JsonInput(input): JsonInput,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(R::CREATE.route)?;
     let body = input.parse::<R::Create>()?;
     let workspace = access.workspace(&ctx);
     let changed = R::created(body, &access, &workspace).await?;
-    Ok(HttpResponse::Created().json(workspace.create(changed).await?))
+    let keyed = keyed.as_deref();
+    let answer = respond_with(keyed, StatusCode::CREATED);
+    Ok(workspace.create(changed, answer).await?.into_response())
 }
 
 async fn list_all<R: Listed>(

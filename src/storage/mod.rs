@@ -13,7 +13,6 @@
 //! outgrow one machine (`storage/postgres/`, the only code that knows SQL).
 
 pub mod copy;
-pub mod idempotency;
 pub mod postgres;
 mod sealed;
 mod sled;
@@ -26,6 +25,7 @@ use crate::domain::audit::AuditRecord;
 use crate::domain::change::Write;
 use crate::domain::delivery::{Job, LogRecord, Outcome};
 use crate::domain::error::ApiError;
+use crate::domain::idempotency;
 use crate::domain::org_state::OrgState;
 use crate::domain::resources::Resource;
 use crate::domain::user::{TokenRecord, User};
@@ -483,6 +483,16 @@ impl Store {
                 Ok(())
             }
             Store::Postgres(store) => store.idempotency_forget(scope, fingerprint).await,
+        }
+    }
+
+    /// The request of `fingerprint` that claimed `scope` had its answer
+    /// recorded with its change ([`Write::KeyAnswer`]): its claim is over.
+    /// Only sled keeps claims apart from answers (in memory); on
+    /// PostgreSQL the answer replaced the claim's row.
+    pub fn idempotency_answered(&self, scope: [u8; 32], fingerprint: &[u8; 32]) {
+        if let Store::Sled(store) = self {
+            store.idempotency_forget(scope, fingerprint);
         }
     }
 

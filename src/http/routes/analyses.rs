@@ -1,5 +1,6 @@
 //! Pull-request analyses: `/organizations/{org_id}/pull-requests/analyses…` (CONTRACT §7).
 
+use actix_web::http::StatusCode;
 use actix_web::{post, web, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -13,6 +14,7 @@ use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::idempotency::{respond_with, Keyed};
 use crate::http::org_routes::locate;
 use crate::http::problem::Problem;
 use crate::http::resource_routes::{reads, Doc, Listed};
@@ -45,6 +47,7 @@ async fn report(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
     JsonInput(input): JsonInput,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(ANALYSES_CREATE)?;
     let analysis = input.parse::<ReportAnalysis>()?.build()?;
@@ -67,8 +70,8 @@ async fn report(
             );
         }
     }
-    let created = workspace.create(changed).await?;
-    Ok(HttpResponse::Created().json(created))
+    let answer = respond_with(keyed.as_deref(), StatusCode::CREATED);
+    Ok(workspace.create(changed, answer).await?.into_response())
 }
 
 /// Accepts the proposed findings; fires `pr.results_accepted` (409 when already accepted).
@@ -79,22 +82,25 @@ async fn accept(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     let id = locate::<Analysis>(&ctx, &access, &path.1, ANALYSES_ACCEPT)
         .await?
         .id();
     let workspace = access.workspace(&ctx);
-    let accepted = workspace
-        .update(id, |mut analysis: Analysis| {
-            if analysis.status == AnalysisStatus::Accepted {
-                return Err(ApiError::InvalidTransition {
-                    from: "accepted".into(),
-                    to: "accepted".into(),
-                });
-            }
-            analysis.status = AnalysisStatus::Accepted;
-            Ok(Changed::new(analysis).emit(EventKind::PrResultsAccepted))
-        })
-        .await?;
-    Ok(HttpResponse::Ok().json(accepted))
+    let accept = |mut analysis: Analysis| {
+        if analysis.status == AnalysisStatus::Accepted {
+            return Err(ApiError::InvalidTransition {
+                from: "accepted".into(),
+                to: "accepted".into(),
+            });
+        }
+        analysis.status = AnalysisStatus::Accepted;
+        Ok(Changed::new(analysis).emit(EventKind::PrResultsAccepted))
+    };
+    let answer = respond_with(keyed.as_deref(), StatusCode::OK);
+    Ok(workspace
+        .update_answered(id, accept, answer)
+        .await?
+        .into_response())
 }

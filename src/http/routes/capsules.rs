@@ -1,5 +1,6 @@
 //! Capsules: `/organizations/{org_id}/capsules…` (CONTRACT §7).
 
+use actix_web::http::StatusCode;
 use actix_web::{post, web, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -10,6 +11,7 @@ use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::idempotency::{respond_with, Keyed};
 use crate::http::org_routes::locate;
 use crate::http::problem::Problem;
 use crate::http::resource_routes::{crud, edit, Doc, Listed, Patch, Routed};
@@ -71,25 +73,26 @@ async fn freeze(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     let id = locate::<Capsule>(&ctx, &access, &path.1, CAPSULES_FREEZE)
         .await?
         .id();
-    let frozen = access
-        .workspace(&ctx)
-        .update(id, |current: Capsule| {
-            let next = Capsule {
-                frozen: true,
-                ..current.clone()
-            };
-            Ok(Changed::edited(
-                current,
-                next,
-                Some(EventKind::CapsuleUpdated),
-            ))
-        })
-        .await?;
-    Ok(HttpResponse::Ok().json(frozen))
+    let freeze = |current: Capsule| {
+        let next = Capsule {
+            frozen: true,
+            ..current.clone()
+        };
+        Ok(Changed::edited(
+            current,
+            next,
+            Some(EventKind::CapsuleUpdated),
+        ))
+    };
+    let answer = respond_with(keyed.as_deref(), StatusCode::OK);
+    let workspace = access.workspace(&ctx);
+    let frozen = workspace.update_answered(id, freeze, answer).await?;
+    Ok(frozen.into_response())
 }
 
 /// Creates the successor and freezes this capsule, pointing to it; fires `capsule.created`

@@ -1,5 +1,6 @@
 //! Decisions: `/organizations/{org_id}/decisions…` (CONTRACT §7).
 
+use actix_web::http::StatusCode;
 use actix_web::{post, web, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -11,6 +12,7 @@ use crate::domain::resources::decisions::{
 use crate::domain::resources::Changed;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::idempotency::{respond_with, Keyed};
 use crate::http::org_routes::locate;
 use crate::http::problem::Problem;
 use crate::http::resource_routes::{crud, edit, Doc, Listed, Patch, Routed};
@@ -78,6 +80,7 @@ async fn change_status(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     // The key depends on the move, which the body names; it is checked
     // before the decision is read (CONTRACT §11).
@@ -85,14 +88,16 @@ async fn change_status(
     move_target_permission(access.permissions, target)?;
     let current = locate::<Decision>(&ctx, &access, &path.1, DECISIONS_STATUS).await?;
     let (workspace, id) = (access.workspace(&ctx), current.id);
-    let moved = workspace
-        .update(id, |mut decision: Decision| {
-            let key = move_permission(decision.status, target)?;
-            access.require(key)?;
-            decision.status = target;
-            decision.updated_at = Timestamp::now();
-            Ok(Changed::new(decision).emit(EventKind::DecisionStatusChanged))
-        })
-        .await?;
-    Ok(HttpResponse::Ok().json(moved))
+    let moved = |mut decision: Decision| {
+        let key = move_permission(decision.status, target)?;
+        access.require(key)?;
+        decision.status = target;
+        decision.updated_at = Timestamp::now();
+        Ok(Changed::new(decision).emit(EventKind::DecisionStatusChanged))
+    };
+    let answer = respond_with(keyed.as_deref(), StatusCode::OK);
+    Ok(workspace
+        .update_answered(id, moved, answer)
+        .await?
+        .into_response())
 }

@@ -1,5 +1,6 @@
 //! Imports: `/organizations/{org_id}/projects/{id}/imports` and `/imports/{id}…` (CONTRACT §7).
 
+use actix_web::http::StatusCode;
 use actix_web::{get, post, web, HttpRequest, HttpResponse};
 use utoipa_actix_web::service_config::ServiceConfig;
 
@@ -11,6 +12,7 @@ use crate::domain::resources::Changed;
 use crate::domain::resources::Resource;
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::idempotency::{respond_with, Keyed};
 use crate::http::org_routes::{get_resource, list, locate};
 use crate::http::paging::Page;
 use crate::http::problem::Problem;
@@ -36,11 +38,14 @@ async fn start(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     let project = locate::<Project>(&ctx, &access, &path.1, IMPORTS_START).await?;
     let import = input.parse::<StartImport>()?.build(project.id)?;
-    let started = access.workspace(&ctx).create(Changed::new(import)).await?;
-    Ok(HttpResponse::Accepted().json(started))
+    let answer = respond_with(keyed.as_deref(), StatusCode::ACCEPTED);
+    let workspace = access.workspace(&ctx);
+    let started = workspace.create(Changed::new(import), answer).await?;
+    Ok(started.into_response())
 }
 
 /// A project's imports, newest first.
@@ -78,21 +83,24 @@ async fn cancel(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     let id = locate::<Import>(&ctx, &access, &path.1, IMPORTS_CANCEL)
         .await?
         .id();
     let workspace = access.workspace(&ctx);
-    let cancelled = workspace
-        .update(id, |import: Import| {
-            Ok(Changed::new(finish(
-                &import,
-                ImportStatus::Cancelled,
-                None,
-            )?))
-        })
-        .await?;
-    Ok(HttpResponse::Ok().json(cancelled))
+    let cancel = |import: Import| {
+        Ok(Changed::new(finish(
+            &import,
+            ImportStatus::Cancelled,
+            None,
+        )?))
+    };
+    let answer = respond_with(keyed.as_deref(), StatusCode::OK);
+    Ok(workspace
+        .update_answered(id, cancel, answer)
+        .await?
+        .into_response())
 }
 
 /// The importer reports the outcome; fires `project.import_completed` or
@@ -106,6 +114,7 @@ async fn result(
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
     JsonInput(input): JsonInput,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     let id = locate::<Import>(&ctx, &access, &path.1, IMPORTS_RESULT)
         .await?
@@ -117,10 +126,11 @@ async fn result(
     } else {
         EventKind::ProjectImportFailed
     };
-    let finished = workspace
-        .update(id, |import: Import| {
-            Ok(Changed::new(finish(&import, status, reason.clone())?).emit(event))
-        })
-        .await?;
-    Ok(HttpResponse::Ok().json(finished))
+    let report =
+        |import: Import| Ok(Changed::new(finish(&import, status, reason.clone())?).emit(event));
+    let answer = respond_with(keyed.as_deref(), StatusCode::OK);
+    Ok(workspace
+        .update_answered(id, report, answer)
+        .await?
+        .into_response())
 }

@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use super::channels::own_channel;
 use super::handed::{Line, Payloads, HANDED};
+use super::idempotency::ANSWER_SQL;
 use super::rows::{name_of, owned_text, permission_keys, time};
 use crate::domain::change::Write;
 use crate::domain::names::fold;
@@ -278,6 +279,11 @@ rows!(LogCounts = "INSERT INTO delivery_log_counts (organization_id, records) \
 rows!(AdminToken = "INSERT INTO admin_token (sha256) SELECT * FROM unnest($1::bytea[]) \
      ON CONFLICT (singleton) DO NOTHING"; { sha256: Vec<u8> });
 
+// The answers of keyed requests, recorded with the changes they answer.
+rows!(KeyAnswers = ANSWER_SQL;
+    { scope: Vec<u8>, fingerprint: Vec<u8>, expires: SystemTime, status: i32, headers: String,
+      body: Vec<u8> });
+
 /// The rows of one batch, by statement.
 #[derive(Default)]
 struct Tables {
@@ -302,6 +308,7 @@ struct Tables {
     logs: Logs,
     log_counts: LogCounts,
     admin_token: AdminToken,
+    key_answers: KeyAnswers,
     tells: Tells,
     /// The (node, organization) pairs in `tells`.
     told: HashSet<(Uuid, Uuid)>,
@@ -361,6 +368,7 @@ enum RowKey {
     Resource(Uuid, &'static str, Uuid),
     Job(Uuid, Uuid),
     AdminToken,
+    KeyAnswer([u8; 32]),
     /// Appends (audit and log records): every one is kept.
     Appended,
 }
@@ -386,6 +394,7 @@ fn key_of(write: &Write) -> RowKey {
         }
         Write::DeleteResource(org, kind, id) => RowKey::Resource(org.0, kind.name(), id.0),
         Write::AdminToken(_) => RowKey::AdminToken,
+        Write::KeyAnswer(answer) => RowKey::KeyAnswer(answer.scope),
         Write::OrgRevision(org, _) => RowKey::Revision(org.0),
     }
 }
@@ -449,6 +458,7 @@ pub fn statements<'w>(
     t.logs.into_statement(&mut out);
     t.log_counts.into_statement(&mut out);
     t.admin_token.into_statement(&mut out);
+    t.key_answers.into_statement(&mut out);
     t.tells.into_statement(&mut out);
     Ok(out)
 }
@@ -580,6 +590,16 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             r.id.push(id.0);
         }
         Write::AdminToken(hash) => t.admin_token.sha256.push(hash.to_vec()),
+        Write::KeyAnswer(answer) => {
+            let k = &mut t.key_answers;
+            k.scope.push(answer.scope.to_vec());
+            k.fingerprint.push(answer.fingerprint.to_vec());
+            k.expires.push(time(answer.expires));
+            k.status.push(i32::from(answer.answer.status));
+            k.headers
+                .push(serde_json::to_string(&answer.answer.headers).map_err(StoreError::codec)?);
+            k.body.push(answer.answer.body.clone());
+        }
     }
     Ok(())
 }

@@ -19,7 +19,7 @@ use super::connect::{IoThread, BACKGROUND_SESSION};
 use super::rows::{self, stamp, time};
 use super::transact::Database;
 use super::PgStore;
-use crate::storage::idempotency::{Begin, KeyRecord, KeyState, StoredAnswer};
+use crate::domain::idempotency::{Begin, KeyRecord, KeyState, StoredAnswer};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
 

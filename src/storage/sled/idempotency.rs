@@ -1,9 +1,11 @@
-//! Idempotency keys on sled. Answers are written to one tree, outside the
-//! transactions of changes, and flushed before the request is answered.
-//! Claims of requests running now are kept in memory only: one process
-//! has the data directory, and a claim lost in a crash is one that lapsed
-//! (the retry runs), which is what a written one would become. So a keyed
-//! request costs one write more than an unkeyed one, not two.
+//! Idempotency keys on sled. Answers are kept in one tree: written in the
+//! transaction of the change they answer where the route records them so
+//! ([`crate::domain::change::Write::KeyAnswer`]), else on their own here,
+//! and flushed before the request is answered either way. Claims of
+//! requests running now are kept in memory only: one process has the data
+//! directory, and a claim lost in a crash is one that lapsed (the retry
+//! runs), which is what a written one would become. So a keyed request
+//! costs one write more than an unkeyed one, not two.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -11,7 +13,7 @@ use std::sync::{Mutex, PoisonError};
 use super::codec::{decode, encode};
 use super::keys::TreeName;
 use super::SledStore;
-use crate::storage::idempotency::{Begin, KeyRecord};
+use crate::domain::idempotency::{Begin, KeyRecord};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
 

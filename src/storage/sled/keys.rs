@@ -43,7 +43,8 @@ pub enum TreeName {
     /// its delivery, so that a lookup by delivery id reads only its own
     DeliveryIds,
     /// idempotency scope (SHA-256 of token, organization and key) →
-    /// KeyRecord (`storage::idempotency`); written outside transactions
+    /// KeyRecord (`domain::idempotency`): an answer in its change's
+    /// transaction where the route records it so, else on its own
     Idempotency,
 }
 

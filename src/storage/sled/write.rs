@@ -237,6 +237,11 @@ fn prepare_one(
                 hash.to_vec(),
             ));
         }
+        Write::KeyAnswer(answer) => ops.push(Op::Put(
+            Idempotency,
+            answer.scope.to_vec(),
+            encode(&answer.record())?,
+        )),
     }
     Ok(())
 }

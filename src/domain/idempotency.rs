@@ -46,6 +46,27 @@ pub enum KeyState {
     },
 }
 
+/// A request's answer recorded under its key's scope, as a write of the
+/// change it answers ([`crate::domain::change::Write::KeyAnswer`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyAnswer {
+    /// The SHA-256 of the token, the organization and the key.
+    pub scope: [u8; 32],
+    /// The SHA-256 of the request.
+    pub fingerprint: [u8; 32],
+    /// Its answer.
+    pub answer: StoredAnswer,
+    /// When the answer is forgotten.
+    pub expires: Timestamp,
+}
+
+impl KeyAnswer {
+    /// The record it leaves under its scope.
+    pub fn record(&self) -> KeyRecord {
+        KeyRecord::answered(self.fingerprint, self.answer.clone(), self.expires)
+    }
+}
+
 /// What a request carrying a key is to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Begin {
