@@ -5,7 +5,8 @@
 //! - It applies to every POST that creates or changes (not the permission
 //!   check, which changes nothing) and to the webhook's PUT, when the
 //!   request carries a live token; a key is 1 to 255 printable ASCII
-//!   characters (else 400 VALIDATION_FAILED naming the header).
+//!   characters (else 400 VALIDATION_FAILED naming the header). The
+//!   request's body is JSON or none at all (a rotation, a freeze).
 //! - The key is scoped to the token and the organization of the path (the
 //!   token alone on `/admin`): what is stored is the SHA-256 of the three,
 //!   with the SHA-256 of the request (method, path and query, body).
@@ -17,7 +18,9 @@
 //!   fingerprint, 422 IDEMPOTENCY_KEY_REUSED; while the first one runs, 409
 //!   IDEMPOTENCY_KEY_IN_PROGRESS with Retry-After.
 //! - 5xx answers are not stored (a retry may succeed); 4xx are, as Stripe
-//!   does (CONTRACT §10). A request without a live token, or over its rate
+//!   does (CONTRACT §10). Nor are answers that show a secret (a rotation,
+//!   a passed first test): a secret is shown once and never kept in clear,
+//!   so their retry runs again. A request without a live token, or over its rate
 //!   limit, is answered before any key is looked at.
 //! - A route that can render its answer before committing its change
 //!   records the answer in the change's own transaction ([`respond_with`]),
@@ -74,6 +77,17 @@ pub struct Keyed {
 /// In a response's extensions: its answer was committed with its change,
 /// so the middleware has nothing to record.
 struct AnsweredWithChange;
+
+/// In a response's extensions: it shows a secret (a rotated one, a passed
+/// first test's), which is not kept at rest in clear, nor shown again: a
+/// retry runs again, as after a failure of ours.
+struct RevealsSecret;
+
+/// Marks `response` as one that shows a secret (see [`RevealsSecret`]).
+pub fn reveals_secret(mut response: HttpResponse) -> HttpResponse {
+    response.extensions_mut().insert(RevealsSecret);
+    response
+}
 
 /// A JSON answer rendered before its change is committed.
 #[derive(Debug)]
@@ -253,6 +267,10 @@ pub async fn idempotency(
     };
     let fingerprint = match &input {
         Input::Json(body) => Some(fingerprint(req.method(), req.request().uri(), body)),
+        // A POST with no body at all (a rotation, a capsule's freeze).
+        Input::NotJson if sends_no_body(req.headers()) => {
+            Some(fingerprint(req.method(), req.request().uri(), b""))
+        }
         // No body to judge it by (not JSON, too large, broken): the
         // handler refuses it, and nothing is kept.
         _ => None,
@@ -305,7 +323,7 @@ pub async fn idempotency(
         return Ok(response.map_into_left_body());
     }
     let status = response.status();
-    if !kept(status) {
+    if !kept(status) || response.response().extensions().contains::<RevealsSecret>() {
         if let Err(err) = ctx.store.idempotency_forget(scope, &fingerprint).await {
             tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's claim could not be dropped; a retry waits for it to lapse");
         }
@@ -383,6 +401,16 @@ async fn live_token(ctx: &AppContext, req: &ServiceRequest) -> Result<Option<[u8
 fn organization_of(path: &str) -> Option<&str> {
     path.strip_prefix("/organizations/")
         .and_then(|rest| rest.split('/').next())
+}
+
+/// Whether a request with `headers` has no body: no `Transfer-Encoding`,
+/// and no `Content-Length` or a zero one.
+fn sends_no_body(headers: &actix_web::http::header::HeaderMap) -> bool {
+    use actix_web::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+    !headers.contains_key(TRANSFER_ENCODING)
+        && headers
+            .get(CONTENT_LENGTH)
+            .is_none_or(|length| length.as_bytes() == b"0")
 }
 
 /// The SHA-256 of the request: method, path with query, body.
@@ -474,6 +502,22 @@ mod tests {
         assert_ne!(post, of("/organizations/a/tasks", b"{ }"));
         assert_ne!(post, of("/organizations/a/roles", b"{}"));
         assert_ne!(post, of("/organizations/a/tasks?x=1", b"{}"));
+    }
+
+    #[test]
+    fn a_request_sends_no_body_without_a_length_or_with_a_zero_one() {
+        use actix_web::http::header::{HeaderMap, CONTENT_LENGTH, TRANSFER_ENCODING};
+        let with = |pairs: &[(HeaderName, &'static str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(name.clone(), HeaderValue::from_static(value));
+            }
+            sends_no_body(&headers)
+        };
+        assert!(with(&[]));
+        assert!(with(&[(CONTENT_LENGTH, "0")]));
+        assert!(!with(&[(CONTENT_LENGTH, "2")]));
+        assert!(!with(&[(TRANSFER_ENCODING, "chunked")]));
     }
 
     #[test]

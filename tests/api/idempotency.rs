@@ -164,6 +164,64 @@ async fn five_sends_of_one_create_make_one_task_and_one_delivery() {
     assert_eq!(delivered, ["exactly once"]);
 }
 
+/// POSTs without a body (a capsule's freeze, a rotation) take a key as
+/// every other create or change does: sent twice, they run once. But an
+/// answer that shows a secret is not kept (a secret is shown once, and
+/// never kept in clear): a rotation's retry rotates again.
+async fn a_keyed_post_without_a_body_runs_once_and_a_shown_secret_is_not_kept() {
+    let app = spawn_app_with(WEBHOOK_TEST_CONFIG).await;
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"]).await;
+    let rotate_path = org.path("/webhook/rotate");
+    let rotate = || keyed(&app, Method::POST, &rotate_path, &org.owner_token, "rotate-1", None);
+    let first = rotate().await;
+    let secret = first.json_with_status(200)["secret"].clone();
+    assert!(secret.is_string());
+    let again = rotate().await;
+    let second = again.json_with_status(200)["secret"].clone();
+    assert_eq!(again.header("idempotent-replayed"), "");
+    assert!(second.is_string() && second != secret, "rotated again, not shown again");
+    let rotations = app
+        .audit(&org)
+        .await
+        .iter()
+        .filter(|r| r["action"] == json!("webhook.rotated"))
+        .count();
+    assert_eq!(rotations, 2);
+    // The first test of an organization shows its secret: not kept either.
+    let other = app.org("enterprise").await;
+    let test_path = other.path("/webhook/test");
+    let body = json!({"url": receiver.url, "events": ["task.created"]});
+    let test = || keyed(&app, Method::POST, &test_path, &other.owner_token, "test-1", Some(body.clone()));
+    let tested = test().await.json_with_status(200);
+    assert!(tested["secret"].is_string(), "{tested}");
+    let retested = test().await;
+    assert_eq!(retested.header("idempotent-replayed"), "");
+    assert_ne!(retested.json_with_status(200)["test_id"], tested["test_id"]);
+
+    // An action committed with its answer: frozen once, replayed; a second
+    // key on the frozen capsule changes nothing and is kept all the same.
+    let capsule = app
+        .post(&org.path("/capsules"), &org.owner_token, json!({"title": "c", "body": "x"}))
+        .await
+        .json_with_status(201);
+    let freeze_path = org.path(&format!("/capsules/{}/freeze", capsule["id"].as_str().expect("id")));
+    let freeze = |key: &'static str| keyed(&app, Method::POST, &freeze_path, &org.owner_token, key, None);
+    let frozen = freeze("freeze-1").await;
+    let frozen_json = frozen.json_with_status(200);
+    assert_eq!(frozen_json["frozen"], json!(true));
+    let replayed = freeze("freeze-1").await;
+    assert_eq!(replayed.header("idempotent-replayed"), "true");
+    assert_eq!(replayed.json(), frozen_json);
+    let quiet = freeze("freeze-2").await;
+    assert_eq!(quiet.json_with_status(200)["frozen"], json!(true));
+    assert_eq!(quiet.header("idempotent-replayed"), "");
+    let quiet_again = freeze("freeze-2").await;
+    assert_eq!(quiet_again.header("idempotent-replayed"), "true");
+    assert_eq!(quiet_again.json(), quiet.json());
+}
+
 async fn a_key_whose_request_runs_is_409_then_replayed_once_answered() {
     let app = spawn_app_with(&[
         ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
@@ -172,8 +230,10 @@ async fn a_key_whose_request_runs_is_409_then_replayed_once_answered() {
     ])
     .await;
     let receiver = TestReceiver::start().await;
-    receiver.set(Behavior::slow(Duration::from_millis(1500)));
     let org = app.org("enterprise").await;
+    // A configured endpoint's test shows no secret, so its answer is kept.
+    app.setup_webhook(&org, &receiver.url, &["task.created"]).await;
+    receiver.set(Behavior::slow(Duration::from_millis(1500)));
     let body = json!({"url": receiver.url, "events": ["task.created"]});
     let test = || post_keyed(&app, &org, "/webhook/test", "slow-test", body.clone());
     let running = test();
@@ -189,7 +249,7 @@ async fn a_key_whose_request_runs_is_409_then_replayed_once_answered() {
     assert_eq!(replayed.status, 200);
     assert_eq!(replayed.header("idempotent-replayed"), "true");
     assert_eq!(replayed.json(), answered);
-    assert_eq!(receiver.received().len(), 1, "the subscriber was tested once");
+    assert_eq!(receiver.received().len(), 2, "the set-up's test, then this one once");
 }
 
 async fn an_answer_is_forgotten_after_the_ttl() {

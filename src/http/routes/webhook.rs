@@ -15,6 +15,7 @@ use crate::domain::event::EventKind;
 use crate::domain::webhook::{EventSet, PassedTest, WebhookView};
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
+use crate::http::idempotency::reveals_secret;
 use crate::http::paging::{ListQuery, Page};
 use crate::http::problem::Problem;
 use crate::http::route_table::{
@@ -152,7 +153,13 @@ async fn test_webhook(
         error: outcome.error(),
         secret: candidate.filter(|_| passed).map(|s| s.expose().to_owned()),
     };
-    Ok(HttpResponse::Ok().json(result))
+    let reveals = result.secret.is_some();
+    let response = HttpResponse::Ok().json(result);
+    Ok(if reveals {
+        reveals_secret(response)
+    } else {
+        response
+    })
 }
 
 /// Saves the URL, events and secret of a passed test (`org:settings:manage`).
@@ -207,14 +214,14 @@ async fn rotate_webhook(
     ctx: web::Data<AppContext>,
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    ctx.run_command(
+    let rotated = ctx.run_command(
         &access,
         &req,
         WEBHOOK_ROTATE,
         OrgCommand::RotateWebhook,
         StatusCode::OK,
-    )
-    .await
+    );
+    Ok(reveals_secret(rotated.await?))
 }
 
 /// Removes the endpoint; queued attempts are dropped and logged (`org:settings:manage`).

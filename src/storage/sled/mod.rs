@@ -221,6 +221,8 @@ impl SledStore {
             TreeName::Outbox,
             TreeName::DeliveryLog,
             TreeName::DeliveryIds,
+            // A keyed action's answer (`Write::KeyAnswer`).
+            TreeName::Idempotency,
         ];
         let key = keys::resource(org, T::KIND, id);
         let outcome = transaction(&engine.trees, covered, |views| {
