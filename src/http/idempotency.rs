@@ -20,15 +20,15 @@
 //! - 5xx answers are not stored (a retry may succeed); 4xx are, as Stripe
 //!   does (CONTRACT §10). Nor are answers that show a secret (a rotation,
 //!   a passed first test): a secret is shown once and never kept in clear,
-//!   so their retry runs again. A request without a live token, or over its rate
-//!   limit, is answered before any key is looked at.
+//!   so their retry runs again. A request without a live token, or over
+//!   its rate limit, is answered before any key is looked at.
 //! - A route that can render its answer before committing its change
 //!   records the answer in the change's own transaction ([`respond_with`]),
 //!   so that no stop of the node can leave the change made and its key
-//!   unanswered; the workspace resources' creates do. For the others, a
-//!   node that stops between the change and the record of its answer
-//!   leaves the key claimed: after [`CLAIM`] a retry runs the request
-//!   again.
+//!   unanswered: the workspace resources' creates and actions do. For the
+//!   others, a node that stops between the change and the record of its
+//!   answer leaves the key claimed: after [`CLAIM`] a retry runs the
+//!   request again.
 
 use std::time::Duration;
 

@@ -1102,7 +1102,9 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
 /// cut at that moment) is recorded in the background once it can be. A
 /// retry of the request meets the claim meanwhile (409), then gets the
 /// answer replayed: it never runs a second time. Before, the claim stayed
-/// until it lapsed a minute later, and the retry then ran again.
+/// until it lapsed a minute later, and the retry then ran again. (A role's
+/// create, which records its answer after its change; a task's create
+/// commits its answer with the task, so it cannot be answered without it.)
 #[actix_web::test]
 async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
     let Some((url, _engine, dir)) = database("postgres::answer_later") else {
@@ -1115,16 +1117,17 @@ async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
         ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
     ])
     .await;
-    let org = app.org("free").await;
-    let tasks = org.path("/tasks");
+    let org = app.org("enterprise").await;
+    let roles = org.path("/roles");
     let keyed = || {
-        create_task_keyed(
-            &app.client,
-            &app.address,
-            &tasks,
-            &org.owner_token,
-            ("answered later", "answered-later"),
+        let request = Req::json(
+            actix_web::http::Method::POST,
+            &roles,
+            Some(&org.owner_token),
+            Some(json!({"name": "Answered later"})),
         )
+        .header("Idempotency-Key", "answered-later");
+        send(&app.client, &app.address, request)
     };
     admin(
         &url,
@@ -1132,7 +1135,7 @@ async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
             .into(),
     );
     let created = keyed().await;
-    let task = created.json_with_status(201);
+    let role = created.json_with_status(201);
     assert_eq!(created.header("idempotent-replayed"), "");
     keyed().await.problem(409, "IDEMPOTENCY_KEY_IN_PROGRESS");
     admin(
@@ -1153,13 +1156,62 @@ async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
     .await;
     assert_eq!(replayed.status, 201);
     assert_eq!(replayed.header("idempotent-replayed"), "true");
-    assert_eq!(replayed.json(), task);
-    let tasks = app
-        .get(&org.path("/tasks"), &org.owner_token)
-        .await
-        .expect(200)
-        .json();
-    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
+    assert_eq!(replayed.json(), role);
+    let listed = app.get(&roles, &org.owner_token).await.expect(200).json();
+    let named = listed["items"].as_array().map(|all| {
+        all.iter()
+            .filter(|r| r["name"] == json!("Answered later"))
+            .count()
+    });
+    assert_eq!(named, Some(1), "{listed}");
+}
+
+/// A task's create under a key whose answer the database refuses is
+/// refused whole (503, nothing made): its answer is part of its commit.
+/// Once the database takes answers again, the retry runs, once.
+#[actix_web::test]
+async fn a_create_whose_answer_cannot_be_recorded_is_not_made() {
+    let Some((url, _engine, dir)) = database("postgres::answer_with_change") else {
+        return;
+    };
+    let data_dir = dir.path().display().to_string();
+    let app = spawn_app_with(&[
+        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
+    ])
+    .await;
+    let org = app.org("free").await;
+    let tasks = org.path("/tasks");
+    let keyed = || {
+        create_task_keyed(
+            &app.client,
+            &app.address,
+            &tasks,
+            &org.owner_token,
+            ("with its answer", "with-answer"),
+        )
+    };
+    admin(
+        &url,
+        "ALTER TABLE idempotency_keys ADD CONSTRAINT not_answered_yet CHECK (NOT answered) NOT VALID"
+            .into(),
+    );
+    keyed().await.problem(503, "STORAGE_UNAVAILABLE");
+    let listed = app.get(&tasks, &org.owner_token).await.expect(200).json();
+    assert_eq!(listed["items"], json!([]), "nothing made");
+    admin(
+        &url,
+        "ALTER TABLE idempotency_keys DROP CONSTRAINT not_answered_yet".into(),
+    );
+    let created = keyed().await;
+    let task = created.json_with_status(201);
+    assert_eq!(created.header("idempotent-replayed"), "");
+    let replayed = keyed().await;
+    assert_eq!(replayed.header("idempotent-replayed"), "true");
+    assert_eq!(replayed.json_with_status(201), task);
+    let listed = app.get(&tasks, &org.owner_token).await.expect(200).json();
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1));
 }
 
 /// The store on the database at `url`, opened by the test itself (no
