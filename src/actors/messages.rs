@@ -56,6 +56,23 @@ pub struct Mutate {
     pub needs: Needs,
     /// What to do.
     pub command: OrgCommand,
+    /// For a request under an idempotency key: its answer's record, made
+    /// of the reply and committed with the change (even one that changes
+    /// nothing). `None` from it for a reply that is not recorded.
+    pub answer: Option<RecordAnswer>,
+}
+
+/// Makes the write that records a request's answer from its reply.
+#[derive(Clone)]
+pub struct RecordAnswer(pub std::sync::Arc<RecordFn>);
+
+/// What [`RecordAnswer`] runs.
+pub type RecordFn = dyn Fn(&Reply) -> Option<Write> + Send + Sync;
+
+impl std::fmt::Debug for RecordAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordAnswer")
+    }
 }
 
 impl Mutate {
@@ -70,6 +87,7 @@ impl Mutate {
                 or_self: false,
             },
             command,
+            answer: None,
         }
     }
 }

@@ -90,19 +90,25 @@ fn decide(state: &OrgState, users: &AccountTable, msg: &Mutate) -> Result<Change
     }
 }
 
-/// The change `msg` makes to `state` and the snapshot it leads to;
-/// `Ok(Err(reply))` for a command that changes nothing.
+/// The change `msg` makes to `state` and the snapshot it leads to, with
+/// the record of the request's answer when it has one;
+/// `Ok(Err(reply))` for a command that changes nothing and records nothing.
 fn prepare(
     state: &OrgState,
     users: &AccountTable,
     msg: &Mutate,
 ) -> Result<Result<(Commit, Reply), Reply>, ApiError> {
     let change = decide(state, users, msg)?;
+    let record = |reply: &Reply| msg.answer.as_ref().and_then(|answer| (answer.0)(reply));
     if change.edits.is_empty() {
-        return Ok(Err(change.reply));
+        return Ok(match record(&change.reply) {
+            Some(recorded) => Ok((Commit::writes(vec![recorded]), change.reply)),
+            None => Err(change.reply),
+        });
     }
     let next = Arc::new(state.apply(&change.edits));
-    let (writes, reply) = change.into_writes(&next, msg.caller.user_id(), &msg.request_id)?;
+    let (mut writes, reply) = change.into_writes(&next, msg.caller.user_id(), &msg.request_id)?;
+    writes.extend(record(&reply));
     let commit = Commit {
         writes,
         snapshot: Some(next),
@@ -170,6 +176,7 @@ async fn after_fallbacks(
             request_id: crate::domain::audit::RequestIdText::generate(),
             needs: msg.needs,
             command: OrgCommand::ExpireRole(user),
+            answer: None,
         };
         if let Ok(prepared) = prepare(&state, &users, &fallback)? {
             let (_, next) =

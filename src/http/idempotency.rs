@@ -25,10 +25,11 @@
 //! - A route that can render its answer before committing its change
 //!   records the answer in the change's own transaction ([`respond_with`]),
 //!   so that no stop of the node can leave the change made and its key
-//!   unanswered: the workspace resources' creates and actions do. For the
-//!   others, a node that stops between the change and the record of its
-//!   answer leaves the key claimed: after [`CLAIM`] a retry runs the
-//!   request again.
+//!   unanswered: the workspace resources' creates and actions do, and the
+//!   organization's commands ([`crate::http::AppContext::run_command`]).
+//!   For the others, a node that stops between the change and the record
+//!   of its answer leaves the key claimed: after [`CLAIM`] a retry runs
+//!   the request again.
 
 use std::time::Duration;
 
@@ -74,9 +75,28 @@ pub struct Keyed {
     expires: Timestamp,
 }
 
+impl Keyed {
+    /// The write that records `answer` as this request's.
+    pub fn record(&self, answer: StoredAnswer) -> Write {
+        Write::KeyAnswer(Box::new(KeyAnswer {
+            scope: self.scope,
+            fingerprint: self.fingerprint,
+            answer,
+            expires: self.expires,
+        }))
+    }
+}
+
 /// In a response's extensions: its answer was committed with its change,
 /// so the middleware has nothing to record.
 struct AnsweredWithChange;
+
+/// Marks `response` as one whose answer was committed with its change
+/// (see [`AnsweredWithChange`]).
+pub fn answered_with_change(mut response: HttpResponse) -> HttpResponse {
+    response.extensions_mut().insert(AnsweredWithChange);
+    response
+}
 
 /// In a response's extensions: it shows a secret (a rotated one, a passed
 /// first test's), which is not kept at rest in clear, nor shown again: a
@@ -102,17 +122,19 @@ pub struct JsonAnswer {
 impl JsonAnswer {
     /// The response, the same bytes as `HttpResponse::build(status).json(value)`.
     pub fn into_response(self) -> HttpResponse {
-        let mut response = HttpResponse::build(self.status)
+        let response = HttpResponse::build(self.status)
             .content_type(JSON)
             .body(self.body);
         if self.recorded {
-            response.extensions_mut().insert(AnsweredWithChange);
+            answered_with_change(response)
+        } else {
+            response
         }
-        response
     }
 }
 
-const JSON: &str = "application/json";
+/// The content type of JSON answers.
+pub const JSON: &str = "application/json";
 
 /// What a handler hands the workspace to answer with `status` and the
 /// JSON of the resource it changes: the answer and, for a keyed request,
@@ -124,16 +146,11 @@ pub fn respond_with<T: serde::Serialize>(
     move |value| {
         let body = Bytes::from(serde_json::to_vec(value).map_err(ApiError::internal)?);
         let record = keyed.map(|keyed| {
-            Write::KeyAnswer(Box::new(KeyAnswer {
-                scope: keyed.scope,
-                fingerprint: keyed.fingerprint,
-                answer: StoredAnswer {
-                    status: status.as_u16(),
-                    headers: vec![(CONTENT_TYPE.as_str().to_owned(), JSON.to_owned())],
-                    body: body.to_vec(),
-                },
-                expires: keyed.expires,
-            }))
+            keyed.record(StoredAnswer {
+                status: status.as_u16(),
+                headers: vec![(CONTENT_TYPE.as_str().to_owned(), JSON.to_owned())],
+                body: body.to_vec(),
+            })
         });
         let answer = JsonAnswer {
             status,

@@ -21,18 +21,20 @@ pub mod tls;
 use std::sync::Arc;
 
 use actix::Recipient;
+use actix_web::http::header::{CONTENT_TYPE, ETAG};
 use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::{HttpMessage, HttpRequest, HttpResponse, ResponseError};
 use serde::Serialize;
 
 use crate::accounts::Accounts;
 use crate::actors::dispatcher::GetQueueDepth;
-use crate::actors::messages::{AppendLog, Mutate, OrgCommand};
+use crate::actors::messages::{AppendLog, Mutate, OrgCommand, RecordAnswer};
 use crate::actors::registry::Registry;
 use crate::commit::CommitPath;
 use crate::domain::access::Caller;
 use crate::domain::commands::Reply;
 use crate::domain::error::ApiError;
+use crate::domain::idempotency::StoredAnswer;
 use crate::http::route_table::RouteSpec;
 use crate::ids::OrgId;
 use crate::metrics::Metrics;
@@ -94,10 +96,25 @@ impl AppContext {
         command: OrgCommand,
         status: StatusCode,
     ) -> Result<HttpResponse, ApiError> {
-        let reply = self
-            .mutate(access.org_id(), access.caller(), req, route, command)
-            .await?;
-        Ok(reply_response(reply, status))
+        // Under an idempotency key, the answer is recorded with the change.
+        let keyed = req.extensions().get::<idempotency::Keyed>().cloned();
+        let answer = keyed.clone().map(|keyed| {
+            RecordAnswer(Arc::new(move |reply: &Reply| {
+                stored_reply(reply, status).map(|answer| keyed.record(answer))
+            }))
+        });
+        let msg = Mutate {
+            answer,
+            ..self.message(access.caller(), req, route, command)
+        };
+        let reply = self.registry.mutate(access.org_id(), msg).await?;
+        let recorded = keyed.is_some() && stored_reply(&reply, status).is_some();
+        let response = reply_response(reply, status);
+        Ok(if recorded {
+            idempotency::answered_with_change(response)
+        } else {
+            response
+        })
     }
 
     /// On a store other nodes share, reads the user an invitation names
@@ -133,13 +150,25 @@ impl AppContext {
         route: RouteSpec,
         command: OrgCommand,
     ) -> Result<Reply, ApiError> {
-        let msg = Mutate {
+        let msg = self.message(caller, req, route, command);
+        self.registry.mutate(org, msg).await
+    }
+
+    /// The message running `command` for `caller`, with no answer to record.
+    fn message(
+        &self,
+        caller: Caller,
+        req: &HttpRequest,
+        route: RouteSpec,
+        command: OrgCommand,
+    ) -> Mutate {
+        Mutate {
             caller,
             request_id: extract::request_id(req),
             needs: route.needs(),
             command,
-        };
-        self.registry.mutate(org, msg).await
+            answer: None,
+        }
     }
 }
 
@@ -148,20 +177,80 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> HttpResponse
     HttpResponse::build(status).json(body)
 }
 
+/// A command's reply as answered.
+struct Rendered<'a> {
+    /// The route's status, or 204 for no body.
+    status: StatusCode,
+    etag: Option<&'a str>,
+    /// The JSON body, if any.
+    body: Option<Vec<u8>>,
+}
+
+/// `reply` as answered with `status`.
+fn rendered(reply: &Reply, status: StatusCode) -> serde_json::Result<Rendered<'_>> {
+    use serde_json::to_vec as json;
+    let (etag, body) = match reply {
+        Reply::Role(view, etag) => (Some(etag.as_str()), json(view)?),
+        Reply::Member(view) => (None, json(view)?),
+        Reply::Organization(org) => (None, json(org)?),
+        Reply::Webhook(view) => (None, json(view)?),
+        Reply::Secret(secret) => (
+            None,
+            json(&serde_json::json!({ "secret": secret.expose() }))?,
+        ),
+        Reply::Deleted => {
+            return Ok(Rendered {
+                status: StatusCode::NO_CONTENT,
+                etag: None,
+                body: None,
+            })
+        }
+    };
+    Ok(Rendered {
+        status,
+        etag,
+        body: Some(body),
+    })
+}
+
 /// The response for a command's reply; `status` is used for bodies.
 pub fn reply_response(reply: Reply, status: StatusCode) -> HttpResponse {
-    match reply {
-        Reply::Role(view, etag) => HttpResponse::build(status)
-            .insert_header(("ETag", etag))
-            .json(view),
-        Reply::Member(view) => json_response(status, &view),
-        Reply::Organization(org) => json_response(status, &org),
-        Reply::Webhook(view) => json_response(status, &view),
-        Reply::Secret(secret) => {
-            json_response(status, &serde_json::json!({ "secret": secret.expose() }))
-        }
-        Reply::Deleted => HttpResponse::NoContent().finish(),
+    let rendered = match rendered(&reply, status) {
+        Ok(rendered) => rendered,
+        Err(err) => return ApiError::internal(err).error_response(),
+    };
+    let mut response = HttpResponse::build(rendered.status);
+    if let Some(etag) = rendered.etag {
+        response.insert_header((ETAG, etag));
     }
+    match rendered.body {
+        Some(body) => response.content_type(idempotency::JSON).body(body),
+        None => response.finish(),
+    }
+}
+
+/// The answer [`reply_response`] makes of `reply`, as an idempotency key
+/// keeps it; none for a reply that shows a secret, which is not kept.
+fn stored_reply(reply: &Reply, status: StatusCode) -> Option<StoredAnswer> {
+    if matches!(reply, Reply::Secret(_)) {
+        return None;
+    }
+    let rendered = rendered(reply, status).ok()?;
+    let mut headers = Vec::new();
+    if rendered.body.is_some() {
+        headers.push((
+            CONTENT_TYPE.as_str().to_owned(),
+            idempotency::JSON.to_owned(),
+        ));
+    }
+    if let Some(etag) = rendered.etag {
+        headers.push((ETAG.as_str().to_owned(), etag.to_owned()));
+    }
+    Some(StoredAnswer {
+        status: rendered.status.as_u16(),
+        headers,
+        body: rendered.body.unwrap_or_default(),
+    })
 }
 
 /// Parses an id from the path: 404 naming `what` when it is not a UUID.

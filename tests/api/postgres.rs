@@ -746,9 +746,10 @@ async fn a_job_whose_commit_answer_was_lost_is_still_delivered() {
 /// Issue 31: a keyed create's answer is committed with the create. When
 /// the commit's answer is lost (503, the change may have been made), the
 /// client's retry with its key gets the 201 of the create that landed,
-/// replayed, instead of running it again: one task, one event. (Recorded
-/// after the commit, the answer was lost with the connection, and the
-/// retry waited out the key's claim, then made a second task.)
+/// replayed, instead of running it again: one task and one event, one
+/// role. (Recorded after the commit, the answer was lost with the
+/// connection, and the retry waited out the key's claim, then made a
+/// second one.)
 #[actix_web::test]
 async fn a_keyed_create_whose_commit_answer_was_lost_is_replayed_not_run_again() {
     let Some((app, proxy, _database)) = behind_proxy("postgres::lost_keyed_commit", "2000").await
@@ -759,38 +760,45 @@ async fn a_keyed_create_whose_commit_answer_was_lost_is_replayed_not_run_again()
     let org = app.org("enterprise").await;
     app.setup_webhook(&org, &receiver.url, &["task.created"])
         .await;
-    let tasks_path = org.path("/tasks");
-    let create = || {
-        create_task_keyed(
-            &app.client,
-            &app.address,
-            &tasks_path,
-            &org.owner_token,
-            ("answer lost", "lost-1"),
-        )
-    };
-    proxy.mute_after(b"answer lost");
-    create().await.problem(503, "STORAGE_UNAVAILABLE");
-    proxy.cut();
-    proxy.restore();
-    eventually(Duration::from_secs(10), "ready again", || async {
-        (readyz(&app).await.status == 200).then_some(())
-    })
-    .await;
-    let retried = create().await;
-    let task = retried.json_with_status(201);
-    assert_eq!(retried.header("idempotent-replayed"), "true");
-    assert_eq!(task["title"], json!("answer lost"));
-    let tasks = app
-        .get(&org.path("/tasks"), &org.owner_token)
-        .await
-        .expect(200)
-        .json();
-    let ids: Vec<&serde_json::Value> = tasks["items"]
-        .as_array()
-        .map(|all| all.iter().map(|t| &t["id"]).collect())
-        .unwrap_or_default();
-    assert_eq!(ids, [&task["id"]], "the task, once");
+    // Each create: its commit's answer lost, then the retry replayed.
+    for (path, body, key) in [
+        ("/tasks", json!({"title": "answer lost"}), "lost-task"),
+        ("/roles", json!({"name": "Answer lost"}), "lost-role"),
+    ] {
+        let path = org.path(path);
+        let create = || {
+            let request = Req::json(
+                actix_web::http::Method::POST,
+                &path,
+                Some(&org.owner_token),
+                Some(body.clone()),
+            )
+            .header("Idempotency-Key", key);
+            send(&app.client, &app.address, request)
+        };
+        proxy.mute_after(b"nswer lost");
+        create().await.problem(503, "STORAGE_UNAVAILABLE");
+        proxy.cut();
+        proxy.restore();
+        eventually(Duration::from_secs(10), "ready again", || async {
+            (readyz(&app).await.status == 200).then_some(())
+        })
+        .await;
+        let retried = create().await;
+        let made = retried.json_with_status(201);
+        assert_eq!(retried.header("idempotent-replayed"), "true", "{path}");
+        let listed = app.get(&path, &org.owner_token).await.expect(200).json();
+        let same: Vec<&serde_json::Value> = listed["items"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .filter(|item| item["title"] == body["title"] && item["name"] == body["name"])
+                    .map(|item| &item["id"])
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(same, [&made["id"]], "{path}: made once");
+    }
     receiver.wait_for(2, Duration::from_secs(5)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(created_titles(&receiver), ["answer lost"], "one event");
