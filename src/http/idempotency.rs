@@ -19,8 +19,8 @@
 //!   IDEMPOTENCY_KEY_IN_PROGRESS with Retry-After.
 //! - 5xx answers are not stored (a retry may succeed); 4xx are, as Stripe
 //!   does (CONTRACT §10). Nor are answers that show a secret (a rotation,
-//!   a passed first test): a secret is shown once and never kept in clear,
-//!   so their retry runs again. A request without a live token, or over
+//!   a passed first test, an issued token): a secret is shown once and
+//!   never kept in clear, so their retry runs again. A request without a live token, or over
 //!   its rate limit, is answered before any key is looked at.
 //! - A route that can render its answer before committing its change
 //!   records the answer in the change's own transaction ([`respond_with`]),
@@ -99,8 +99,8 @@ pub fn answered_with_change(mut response: HttpResponse) -> HttpResponse {
 }
 
 /// In a response's extensions: it shows a secret (a rotated one, a passed
-/// first test's), which is not kept at rest in clear, nor shown again: a
-/// retry runs again, as after a failure of ours.
+/// first test's, an issued token), which is not kept at rest in clear, nor
+/// shown again: a retry runs again, as after a failure of ours.
 struct RevealsSecret;
 
 /// Marks `response` as one that shows a secret (see [`RevealsSecret`]).

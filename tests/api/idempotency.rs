@@ -274,6 +274,15 @@ async fn admin_creates_take_a_key_scoped_to_the_admin_token() {
     let again = keyed(&app, Method::POST, "/admin/users", &app.admin, "user-1", Some(body)).await;
     assert_eq!(again.header("idempotent-replayed"), "true");
     assert_eq!(again.json(), user, "not 409 EMAIL_TAKEN: the same answer");
+
+    // An issued token is a secret shown once: its answer is not kept (the
+    // store keeps tokens only as hashes), so a retry issues another.
+    let tokens = format!("/admin/users/{}/tokens", user["id"].as_str().expect("id"));
+    let issue = || keyed(&app, Method::POST, &tokens, &app.admin, "token-1", Some(json!({"kind": "api"})));
+    let issued = issue().await.json_with_status(201);
+    let reissued = issue().await;
+    assert_eq!(reissued.header("idempotent-replayed"), "");
+    assert_ne!(reissued.json_with_status(201)["token"], issued["token"]);
 }
 }
 

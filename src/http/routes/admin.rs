@@ -19,6 +19,7 @@ use crate::domain::organization::Organization;
 use crate::domain::user::{TokenKind, User};
 use crate::http::body::JsonInput;
 use crate::http::extract::{request_id, AdminAuth};
+use crate::http::idempotency::reveals_secret;
 use crate::http::problem::Problem;
 use crate::http::route_table::ORG_UPDATE;
 use crate::http::{json_response, path_id, reply_response, AppContext};
@@ -154,7 +155,7 @@ async fn create_token(
         token: secret.expose().to_owned(),
         created_at: record.created_at,
     };
-    Ok(json_response(StatusCode::CREATED, &issued))
+    Ok(reveals_secret(json_response(StatusCode::CREATED, &issued)))
 }
 
 /// Revokes a token: it fails with 401 on the very next request.

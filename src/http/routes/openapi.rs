@@ -118,7 +118,8 @@ fn document_idempotency_key(operation: &mut Operation) {
              safe: the first answer of this token's request with the key is kept for \
              `api.idempotency_ttl_hours` and replayed to a retry with the same method, path and \
              body, with `Idempotent-Replayed: true`, and nothing runs again. 5xx answers, and \
-             answers that show a secret (a rotation, a first Test that passed), are not kept.",
+             answers that show a secret (a rotation, a first Test that passed, an issued token), \
+             are not kept.",
         ))
         .schema(Some(
             ObjectBuilder::new()
