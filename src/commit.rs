@@ -16,6 +16,7 @@
 //! with the next shared flush, nothing published.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::admissions::Taken;
 use crate::domain::change::Write;
@@ -25,6 +26,7 @@ use crate::domain::resources::Resource;
 use crate::ids::{OrgId, ResourceId};
 use crate::state::accounts::AccountTable;
 use crate::state::directory::Directory;
+use crate::state::recent_checks::RecentChecks;
 use crate::storage::{Durability, Store, StoreError};
 
 /// Where committed deliveries go: the dispatcher, and the delivery log's
@@ -82,6 +84,8 @@ pub struct CommitPath {
     directory: Arc<Directory>,
     accounts: Arc<AccountTable>,
     deliveries: Arc<dyn Deliveries>,
+    /// The revisions delivery attempts read, for the next ones to reuse.
+    recent: RecentChecks,
 }
 
 impl CommitPath {
@@ -98,6 +102,7 @@ impl CommitPath {
             directory,
             accounts,
             deliveries,
+            recent: RecentChecks::default(),
         }
     }
 
@@ -169,15 +174,24 @@ impl CommitPath {
 
     /// `org`'s snapshot as it is now: on a store other nodes share, its
     /// stored revision is read first (a query shared with concurrent
-    /// callers) and a snapshot behind it reloaded. For what must not act
-    /// on an older state than another node answered, such as the secret a
-    /// delivery attempt is signed with.
+    /// callers, or one asked less than
+    /// [`crate::state::recent_checks::REUSE`] ago) and a snapshot behind it
+    /// reloaded. For what must not act on an older state than another node
+    /// answered, such as the secret a delivery attempt is signed with (see
+    /// [`crate::state::recent_checks`] for why a recent read is enough).
     pub async fn current_snapshot(&self, org: OrgId) -> Result<Option<Arc<OrgState>>, StoreError> {
+        let asked = Instant::now();
+        if let Some(revision) = self.recent.revision(org, asked) {
+            return self.fresh_snapshot(org, Some(revision)).await;
+        }
         let Some(fresh) = self.store.freshness(None, Some(org)).await? else {
             return Ok(self.directory.get(org));
         };
         match fresh.revision {
-            Some(revision) => self.fresh_snapshot(org, Some(revision)).await,
+            Some(revision) => {
+                self.recent.note(org, asked, revision);
+                self.fresh_snapshot(org, Some(revision)).await
+            }
             None => Ok(None),
         }
     }

@@ -43,6 +43,19 @@ pub enum OrgCommand {
     EndpointHealth(Generation, Health),
 }
 
+impl OrgCommand {
+    /// Whether a client's command changes what delivery attempts use (the
+    /// endpoint's URL, events and secret, or its existence): on a shared
+    /// store its answer waits
+    /// [`crate::state::recent_checks::ENDPOINT_CHANGE_WAIT`].
+    pub fn changes_endpoint(&self) -> bool {
+        matches!(
+            self,
+            OrgCommand::SaveWebhook(_) | OrgCommand::RotateWebhook | OrgCommand::DeleteWebhook
+        )
+    }
+}
+
 /// Asks an organization actor to run a command; answers once the change is
 /// durable and visible to every later request.
 #[derive(Clone, Debug, Message)]

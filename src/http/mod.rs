@@ -40,6 +40,7 @@ use crate::ids::OrgId;
 use crate::metrics::Metrics;
 use crate::state::accounts::AccountTable;
 use crate::state::directory::Directory;
+use crate::state::recent_checks::ENDPOINT_CHANGE_WAIT;
 use crate::storage::{Store, UserKey};
 use crate::webhooks::client::ClientSettings;
 use crate::webhooks::preflight::PendingTests;
@@ -103,11 +104,17 @@ impl AppContext {
                 stored_reply(reply, status).map(|answer| keyed.record(answer))
             }))
         });
+        let waits = command.changes_endpoint() && self.store.shared();
         let msg = Mutate {
             answer,
             ..self.message(access.caller(), req, route, command)
         };
         let reply = self.registry.mutate(access.org_id(), msg).await?;
+        if waits {
+            // No other node's attempt that starts after this answer can
+            // use a revision read before the change (`recent_checks`).
+            actix_web::rt::time::sleep(ENDPOINT_CHANGE_WAIT).await;
+        }
         let recorded = keyed.is_some() && stored_reply(&reply, status).is_some();
         let response = reply_response(reply, status);
         Ok(if recorded {

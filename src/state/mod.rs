@@ -4,3 +4,4 @@
 
 pub mod accounts;
 pub mod directory;
+pub mod recent_checks;

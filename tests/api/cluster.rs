@@ -623,6 +623,69 @@ async fn a_secret_rotated_on_one_node_signs_the_next_attempt_the_other_makes() {
     );
 }
 
+/// A node delivering steadily reuses its recent reads of the
+/// organization's revision instead of reading it for every attempt. A
+/// rotation on the other node answers only once no read it could reuse
+/// predates the rotation (asserted as the answer's wait, since the
+/// rotation's notification usually brings the busy node up to date
+/// first): an event created on the busy node right after the answer is
+/// signed with the new secret.
+#[actix_web::test]
+async fn a_busy_node_signs_with_a_secret_rotated_on_the_other_node_once_answered() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use crate::webhook_delivery::service_signature;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::busy_rotation") else {
+        return;
+    };
+    let (Pair { a, b, .. }, org, owner, receiver, _) = hooked_pair(&databases, &[]).await;
+    let tasks = format!("{org}/tasks");
+    let stop = AtomicBool::new(false);
+    // Node A creates and delivers a steady stream, so its reads stay recent.
+    let steady = async {
+        while !stop.load(Ordering::SeqCst) {
+            a.post(&tasks, &owner, json!({"title": "steady"}))
+                .await
+                .expect(201);
+        }
+    };
+    let rotate_then_create = async {
+        actix_web::rt::time::sleep(Duration::from_millis(300)).await;
+        let asked = std::time::Instant::now();
+        let rotated = b
+            .post(&format!("{org}/webhook/rotate"), &owner, json!({}))
+            .await
+            .expect(200)
+            .json();
+        // Answered no sooner than the wait after its commit (a lower
+        // bound: a slow machine only adds to it).
+        assert!(asked.elapsed() >= rolecall::state::recent_checks::ENDPOINT_CHANGE_WAIT);
+        a.post(&tasks, &owner, json!({"title": "after the rotation"}))
+            .await
+            .expect(201);
+        stop.store(true, Ordering::SeqCst);
+        rotated["secret"].as_str().expect("secret").to_owned()
+    };
+    let ((), second) = futures_util::join!(steady, rotate_then_create);
+    let after = eventually(
+        Duration::from_secs(10),
+        "the event after the rotation",
+        || async {
+            receiver
+                .received()
+                .into_iter()
+                .find(|r| r.title() == "after the rotation")
+        },
+    )
+    .await;
+    assert_eq!(
+        after.header("x-service-signature"),
+        service_signature(&second, &after.body),
+        "signed with the secret rotated on the other node"
+    );
+}
+
 #[actix_web::test]
 async fn events_created_on_both_nodes_are_each_delivered_once() {
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::delivered_once") else {

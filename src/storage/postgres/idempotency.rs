@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::oneshot;
 use tokio_postgres::Row;
 
+pub use super::batch::ANSWER_SQL;
 use super::batcher::{self, Queue};
 use super::connect::{IoThread, BACKGROUND_SESSION};
 use super::rows::{self, stamp, time};
@@ -56,25 +57,6 @@ pub const HELD_SQL: &str = "SELECT k.scope, k.fingerprint, k.answered, k.live_un
             k.headers::text AS headers, k.body \
        FROM unnest((SELECT $1::bytea[])) AS a (scope) \
       CROSS JOIN LATERAL (SELECT * FROM idempotency_keys k WHERE k.scope = a.scope LIMIT 1) k";
-
-/// Records the answers of the requests that hold their claims: each
-/// key's row, when its fingerprint is the request's (a row taken over by
-/// another request after its claim lapsed keeps that one's), or a new row
-/// if the claim's row is gone. Written as an insert, so that each row is
-/// found by the arbiter index whatever the table's size: planned as a
-/// join, the plan PostgreSQL kept from the table's first moments, when it
-/// was nearly empty, hashed the batch and read the whole table on every
-/// call (2.8 ms per call after 20,000 keys).
-pub const ANSWER_SQL: &str = "INSERT INTO idempotency_keys AS k \
-       (scope, fingerprint, answered, live_until, status, headers, body) \
-     SELECT scope, fingerprint, true, expires, status, headers::json, body \
-       FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), (SELECT $3::timestamptz[]), \
-                   (SELECT $4::int4[]), (SELECT $5::text[]), (SELECT $6::bytea[])) \
-            AS g (scope, fingerprint, expires, status, headers, body) \
-      ORDER BY scope \
-     ON CONFLICT (scope) DO UPDATE SET answered = true, live_until = EXCLUDED.live_until, \
-            status = EXCLUDED.status, headers = EXCLUDED.headers, body = EXCLUDED.body \
-      WHERE k.fingerprint = EXCLUDED.fingerprint";
 
 /// A request's claim of its key, and where its verdict goes.
 struct Claim {
