@@ -776,14 +776,7 @@ async fn a_keyed_create_whose_commit_answer_was_lost_is_replayed_not_run_again()
             .header("Idempotency-Key", key);
             send(&app.client, &app.address, request)
         };
-        proxy.mute_after(b"nswer lost");
-        create().await.problem(503, "STORAGE_UNAVAILABLE");
-        proxy.cut();
-        proxy.restore();
-        eventually(Duration::from_secs(10), "ready again", || async {
-            (readyz(&app).await.status == 200).then_some(())
-        })
-        .await;
+        answer_lost(&proxy, &app, b"nswer lost", create).await;
         let retried = create().await;
         let made = retried.json_with_status(201);
         assert_eq!(retried.header("idempotent-replayed"), "true", "{path}");
@@ -802,6 +795,60 @@ async fn a_keyed_create_whose_commit_answer_was_lost_is_replayed_not_run_again()
     receiver.wait_for(2, Duration::from_secs(5)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(created_titles(&receiver), ["answer lost"], "one event");
+
+    // A redelivery of that event (its job carries the envelope): the
+    // retry gets the same new delivery, and the event arrives once more.
+    let logged = eventually(Duration::from_secs(5), "the event logged", || async {
+        app.deliveries(&org, "&event=task.created")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    let redeliver_path = org.path(&format!(
+        "/webhook/deliveries/{}/redeliver",
+        logged["delivery_id"].as_str().expect("delivery_id")
+    ));
+    let redeliver = || {
+        let request = Req::json(
+            actix_web::http::Method::POST,
+            &redeliver_path,
+            Some(&org.owner_token),
+            None,
+        )
+        .header("Idempotency-Key", "lost-redelivery");
+        send(&app.client, &app.address, request)
+    };
+    answer_lost(&proxy, &app, b"nswer lost", redeliver).await;
+    let retried = redeliver().await;
+    assert!(retried.json_with_status(202)["delivery_id"].is_string());
+    assert_eq!(retried.header("idempotent-replayed"), "true");
+    receiver.wait_for(3, Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        created_titles(&receiver),
+        ["answer lost", "answer lost"],
+        "redelivered once"
+    );
+}
+
+/// Sends a request whose commit's answer the proxy drops (the server's
+/// answers are muted once a client sends `pattern`): 503, the change may
+/// have been made. Then lets the database through again, until ready.
+async fn answer_lost<F: std::future::Future<Output = Reply>>(
+    proxy: &Proxy,
+    app: &TestApp,
+    pattern: &[u8],
+    send: impl FnOnce() -> F,
+) {
+    proxy.mute_after(pattern);
+    send().await.problem(503, "STORAGE_UNAVAILABLE");
+    proxy.cut();
+    proxy.restore();
+    eventually(Duration::from_secs(10), "ready again", || async {
+        (readyz(app).await.status == 200).then_some(())
+    })
+    .await;
 }
 
 /// Refuses every new delivery-log record (a check no row passes, not

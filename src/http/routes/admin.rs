@@ -19,7 +19,7 @@ use crate::domain::organization::Organization;
 use crate::domain::user::{TokenKind, User};
 use crate::http::body::JsonInput;
 use crate::http::extract::{request_id, AdminAuth};
-use crate::http::idempotency::reveals_secret;
+use crate::http::idempotency::{respond_with, reveals_secret, Keyed};
 use crate::http::problem::Problem;
 use crate::http::route_table::ORG_UPDATE;
 use crate::http::{json_response, path_id, reply_response, AppContext};
@@ -181,6 +181,7 @@ async fn create_org(
     ctx: web::Data<AppContext>,
     req: HttpRequest,
     JsonInput(input): JsonInput,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     let body: CreateOrganizationBody = input.parse()?;
     let owner_id = body.owner_id()?;
@@ -191,11 +192,12 @@ async fn create_org(
         .ok_or(ApiError::NotFound("user"))?;
     let (state, change) = create_organization(&body, &owner)?;
     let state = Arc::new(state);
-    let (writes, _) = change.into_writes(&state, None, &request_id(&req))?;
-    let org = state.org.clone();
+    let (mut writes, _) = change.into_writes(&state, None, &request_id(&req))?;
+    let (answer, recorded) = respond_with(keyed.as_deref(), StatusCode::CREATED)(&state.org)?;
+    writes.extend(recorded);
     let snapshot = Some(state);
     ctx.commit.commit(Commit { writes, snapshot }).await?;
-    Ok(json_response(StatusCode::CREATED, &org))
+    Ok(answer.into_response())
 }
 
 /// Renames an organization or changes its plan.

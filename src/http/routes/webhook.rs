@@ -15,7 +15,7 @@ use crate::domain::event::EventKind;
 use crate::domain::webhook::{EventSet, PassedTest, WebhookView};
 use crate::http::body::JsonInput;
 use crate::http::extract::OrgAccess;
-use crate::http::idempotency::reveals_secret;
+use crate::http::idempotency::{respond_with, reveals_secret, Keyed};
 use crate::http::paging::{ListQuery, Page};
 use crate::http::problem::Problem;
 use crate::http::route_table::{
@@ -310,17 +310,20 @@ async fn redeliver(
     access: OrgAccess,
     ctx: web::Data<AppContext>,
     path: web::Path<(String, String)>,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     let record = logged_delivery(&ctx, &access, &path.1, DELIVERIES_REDELIVER).await?;
     if access.state.webhook.is_none() {
         return Err(ApiError::NotFound("webhook"));
     }
     let job = Job::redelivery(&record);
-    let delivery_id = job.delivery_id;
-    ctx.commit
-        .commit(Commit::writes(vec![Write::PutJob(job)]))
-        .await?;
-    Ok(HttpResponse::Accepted().json(Redelivery { delivery_id }))
+    let answer = respond_with(keyed.as_deref(), StatusCode::ACCEPTED);
+    let (answer, recorded) = answer(&Redelivery {
+        delivery_id: job.delivery_id,
+    })?;
+    let writes = [Write::PutJob(job)].into_iter().chain(recorded).collect();
+    ctx.commit.commit(Commit::writes(writes)).await?;
+    Ok(answer.into_response())
 }
 
 /// 403 unless `route` allows, then the newest log record of the delivery

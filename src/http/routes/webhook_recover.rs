@@ -2,6 +2,7 @@
 //! outage, one new delivery for every event that failed in a window and
 //! has not been delivered since (see [`crate::webhooks::recovery`]).
 
+use actix_web::http::StatusCode;
 use actix_web::{post, web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -14,6 +15,7 @@ use crate::domain::error::ApiError;
 use crate::domain::input::non_null;
 use crate::http::body::JsonInput;
 use crate::http::extract::{request_id, OrgAccess};
+use crate::http::idempotency::{respond_with, Keyed};
 use crate::http::problem::Problem;
 use crate::http::route_table::WEBHOOK_RECOVER;
 use crate::http::AppContext;
@@ -58,6 +60,7 @@ async fn recover_failed(
     ctx: web::Data<AppContext>,
     req: HttpRequest,
     JsonInput(input): JsonInput,
+    keyed: Option<web::ReqData<Keyed>>,
 ) -> Result<HttpResponse, ApiError> {
     access.allow(WEBHOOK_RECOVER)?;
     if access.state.webhook.is_none() {
@@ -85,10 +88,13 @@ async fn recover_failed(
         &request_id(&req),
         Timestamp::now(),
     );
+    let answer = respond_with(keyed.as_deref(), StatusCode::ACCEPTED);
+    let (answer, recorded) = answer(&Recovered { count })?;
     let mut writes: Vec<Write> = jobs.into_iter().map(Write::PutJob).collect();
     writes.push(Write::Audit(record));
+    writes.extend(recorded);
     ctx.commit.commit(Commit::writes(writes)).await?;
-    Ok(HttpResponse::Accepted().json(Recovered { count }))
+    Ok(answer.into_response())
 }
 
 /// The window a body asks for: `since` before `until`, `since` not in the future.
