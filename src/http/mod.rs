@@ -115,8 +115,11 @@ impl AppContext {
             // use a revision read before the change (`recent_checks`).
             actix_web::rt::time::sleep(ENDPOINT_CHANGE_WAIT).await;
         }
-        let recorded = keyed.is_some() && stored_reply(&reply, status).is_some();
+        // Recorded exactly when the reply is kept and renders, as the
+        // response does (the same renderer).
+        let kept = kept_reply(&reply);
         let response = reply_response(reply, status);
+        let recorded = keyed.is_some() && kept && response.status().is_success();
         Ok(if recorded {
             idempotency::answered_with_change(response)
         } else {
@@ -236,10 +239,16 @@ pub fn reply_response(reply: Reply, status: StatusCode) -> HttpResponse {
     }
 }
 
+/// Whether a reply's answer is kept under an idempotency key: all but one
+/// that shows a secret.
+fn kept_reply(reply: &Reply) -> bool {
+    !matches!(reply, Reply::Secret(_))
+}
+
 /// The answer [`reply_response`] makes of `reply`, as an idempotency key
 /// keeps it; none for a reply that shows a secret, which is not kept.
 fn stored_reply(reply: &Reply, status: StatusCode) -> Option<StoredAnswer> {
-    if matches!(reply, Reply::Secret(_)) {
+    if !kept_reply(reply) {
         return None;
     }
     let rendered = rendered(reply, status).ok()?;

@@ -220,6 +220,24 @@ async fn a_keyed_post_without_a_body_runs_once_and_a_shown_secret_is_not_kept() 
     let quiet_again = freeze("freeze-2").await;
     assert_eq!(quiet_again.header("idempotent-replayed"), "true");
     assert_eq!(quiet_again.json(), quiet.json());
+
+    // A recovery commits its answer with its jobs and audit record: the
+    // retry is replayed, and recovers (and audits) nothing more.
+    let endpoint = app.get(&org.path("/webhook"), &org.owner_token).await.expect(200).json();
+    let window = json!({"since": endpoint["updated_at"]});
+    let recover_path = org.path("/webhook/recover");
+    let recover = || keyed(&app, Method::POST, &recover_path, &org.owner_token, "recover-1", Some(window.clone()));
+    let recovered = recover().await.json_with_status(202);
+    let again = recover().await;
+    assert_eq!(again.header("idempotent-replayed"), "true");
+    assert_eq!(again.json_with_status(202), recovered);
+    let recoveries = app
+        .audit(&org)
+        .await
+        .iter()
+        .filter(|r| r["action"] == json!("webhook.recovered"))
+        .count();
+    assert_eq!(recoveries, 1);
 }
 
 async fn a_key_whose_request_runs_is_409_then_replayed_once_answered() {
@@ -274,6 +292,14 @@ async fn admin_creates_take_a_key_scoped_to_the_admin_token() {
     let again = keyed(&app, Method::POST, "/admin/users", &app.admin, "user-1", Some(body)).await;
     assert_eq!(again.header("idempotent-replayed"), "true");
     assert_eq!(again.json(), user, "not 409 EMAIL_TAKEN: the same answer");
+
+    // An organization's create commits its answer with the organization.
+    let body = json!({"name": "Keyed org", "plan": "free", "owner_user_id": user["id"]});
+    let create = || keyed(&app, Method::POST, "/admin/organizations", &app.admin, "org-1", Some(body.clone()));
+    let org = create().await.json_with_status(201);
+    let again = create().await;
+    assert_eq!(again.header("idempotent-replayed"), "true");
+    assert_eq!(again.json_with_status(201), org, "one organization, answered twice");
 
     // An issued token is a secret shown once: its answer is not kept (the
     // store keeps tokens only as hashes), so a retry issues another.

@@ -1152,6 +1152,27 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
     assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
 }
 
+/// A server on a fresh database of its own, with the database's URL and
+/// what keeps the database (dropped with it).
+async fn app_on_database(test: &str) -> Option<(TestApp, String, (Engine, tempfile::TempDir))> {
+    let (url, engine, dir) = database(test)?;
+    let data_dir = dir.path().display().to_string();
+    let app = spawn_app_with(&[
+        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
+    ])
+    .await;
+    Some((app, url, (engine, dir)))
+}
+
+/// Refuses every idempotency answer (a check no answered row passes, not
+/// applied to the rows there), until [`TAKES_ANSWERS_AGAIN`] drops it.
+const REFUSES_ANSWERS: &str =
+    "ALTER TABLE idempotency_keys ADD CONSTRAINT not_answered_yet CHECK (NOT answered) NOT VALID";
+/// Lets idempotency answers be recorded again.
+const TAKES_ANSWERS_AGAIN: &str = "ALTER TABLE idempotency_keys DROP CONSTRAINT not_answered_yet";
+
 /// Issue 31: an answer that could not be recorded when its request was
 /// answered (here the database refuses it; in production, a connection
 /// cut at that moment) is recorded in the background once it can be. A
@@ -1163,16 +1184,9 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
 /// without it.)
 #[actix_web::test]
 async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
-    let Some((url, _engine, dir)) = database("postgres::answer_later") else {
+    let Some((app, url, _database)) = app_on_database("postgres::answer_later").await else {
         return;
     };
-    let data_dir = dir.path().display().to_string();
-    let app = spawn_app_with(&[
-        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
-        ("ROLECALL_STORAGE__BACKEND", "postgres"),
-        ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
-    ])
-    .await;
     let keyed = || {
         let request = Req::json(
             actix_web::http::Method::POST,
@@ -1183,19 +1197,12 @@ async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
         .header("Idempotency-Key", "answered-later");
         send(&app.client, &app.address, request)
     };
-    admin(
-        &url,
-        "ALTER TABLE idempotency_keys ADD CONSTRAINT not_answered_yet CHECK (NOT answered) NOT VALID"
-            .into(),
-    );
+    admin(&url, REFUSES_ANSWERS.into());
     let created = keyed().await;
     let user = created.json_with_status(201);
     assert_eq!(created.header("idempotent-replayed"), "");
     keyed().await.problem(409, "IDEMPOTENCY_KEY_IN_PROGRESS");
-    admin(
-        &url,
-        "ALTER TABLE idempotency_keys DROP CONSTRAINT not_answered_yet".into(),
-    );
+    admin(&url, TAKES_ANSWERS_AGAIN.into());
     let replayed = eventually(
         Duration::from_secs(20),
         "the answer is recorded",
@@ -1218,16 +1225,9 @@ async fn an_answer_not_recorded_at_once_is_recorded_in_the_background() {
 /// Once the database takes answers again, the retry runs, once.
 #[actix_web::test]
 async fn a_create_whose_answer_cannot_be_recorded_is_not_made() {
-    let Some((url, _engine, dir)) = database("postgres::answer_with_change") else {
+    let Some((app, url, _database)) = app_on_database("postgres::answer_with_change").await else {
         return;
     };
-    let data_dir = dir.path().display().to_string();
-    let app = spawn_app_with(&[
-        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
-        ("ROLECALL_STORAGE__BACKEND", "postgres"),
-        ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
-    ])
-    .await;
     let org = app.org("free").await;
     let tasks = org.path("/tasks");
     let keyed = || {
@@ -1239,18 +1239,11 @@ async fn a_create_whose_answer_cannot_be_recorded_is_not_made() {
             ("with its answer", "with-answer"),
         )
     };
-    admin(
-        &url,
-        "ALTER TABLE idempotency_keys ADD CONSTRAINT not_answered_yet CHECK (NOT answered) NOT VALID"
-            .into(),
-    );
+    admin(&url, REFUSES_ANSWERS.into());
     keyed().await.problem(503, "STORAGE_UNAVAILABLE");
     let listed = app.get(&tasks, &org.owner_token).await.expect(200).json();
     assert_eq!(listed["items"], json!([]), "nothing made");
-    admin(
-        &url,
-        "ALTER TABLE idempotency_keys DROP CONSTRAINT not_answered_yet".into(),
-    );
+    admin(&url, TAKES_ANSWERS_AGAIN.into());
     let created = keyed().await;
     let task = created.json_with_status(201);
     assert_eq!(created.header("idempotent-replayed"), "");
