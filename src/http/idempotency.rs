@@ -302,7 +302,7 @@ pub async fn idempotency(
     let expires = later(now, ctx.idempotency_ttl);
     let begun = match ctx
         .store
-        .idempotency_begin(scope, fingerprint, until, now)
+        .idempotency_begin(scope, fingerprint, until, expires, now)
         .await
     {
         Ok(begun) => begun,

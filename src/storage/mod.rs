@@ -428,21 +428,22 @@ impl Store {
     }
 
     /// Claims the idempotency key `scope` until `until` for a request of
-    /// `fingerprint`, unless a live record holds it at `now`: then what
-    /// that record says (replay its answer, wait for its request, or
-    /// refuse another).
+    /// `fingerprint`, whose answer would be kept until `expires`, unless a
+    /// live record holds it at `now`: then what that record says (replay
+    /// its answer, wait for its request, or refuse another).
     pub async fn idempotency_begin(
         &self,
         scope: [u8; 32],
         fingerprint: [u8; 32],
         until: crate::time::Timestamp,
+        expires: crate::time::Timestamp,
         now: crate::time::Timestamp,
     ) -> Result<idempotency::Begin, StoreError> {
         match self {
-            Store::Sled(store) => store.idempotency_begin(scope, fingerprint, until, now),
+            Store::Sled(store) => store.idempotency_begin(scope, fingerprint, until, expires, now),
             Store::Postgres(store) => {
                 store
-                    .idempotency_begin(scope, fingerprint, until, now)
+                    .idempotency_begin(scope, fingerprint, until, expires, now)
                     .await
             }
         }

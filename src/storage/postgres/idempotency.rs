@@ -132,6 +132,7 @@ impl PgStore {
         scope: [u8; 32],
         fingerprint: [u8; 32],
         until: Timestamp,
+        _expires: Timestamp,
         _now: Timestamp,
     ) -> Result<Begin, StoreError> {
         batcher::ask(&self.keys.claims, |verdict| Claim {

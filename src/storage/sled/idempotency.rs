@@ -5,10 +5,11 @@
 //! requests running now are kept in memory only: one process has the data
 //! directory, and a claim lost in a crash is one that lapsed (the retry
 //! runs), which is what a written one would become. So a keyed request
-//! costs one write more than an unkeyed one, not two.
+//! costs one write more than an unkeyed one, not two; and a key never seen
+//! costs no read ([`super::answered`]).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::codec::{decode, encode};
 use super::keys::TreeName;
@@ -27,32 +28,33 @@ pub struct Claims {
     running: Mutex<HashMap<[u8; 32], KeyRecord>>,
 }
 
+impl Claims {
+    fn lock(&self) -> MutexGuard<'_, HashMap<[u8; 32], KeyRecord>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 impl SledStore {
-    /// See [`crate::storage::Store::idempotency_begin`].
+    /// See [`crate::storage::Store::idempotency_begin`]. The stored answer
+    /// is looked up only when [`super::answered::AnsweredScopes`] says there may be one,
+    /// and the look and the claim are one step under the claims' lock: a
+    /// request that finds neither an answer nor a claim cannot miss one
+    /// its twin recorded meanwhile (that twin noted the scope when it
+    /// claimed it, under the same lock).
     pub fn idempotency_begin(
         &self,
         scope: [u8; 32],
         fingerprint: [u8; 32],
         until: Timestamp,
+        expires: Timestamp,
         now: Timestamp,
     ) -> Result<Begin, StoreError> {
-        let answered = self.read(|engine| {
-            engine
-                .tree(TreeName::Idempotency)
-                .get(scope)
-                .map_err(StoreError::engine)
-        })?;
-        if let Some(bytes) = answered {
-            let record: KeyRecord = decode(&bytes)?;
-            if record.live(now) {
+        let mut running = self.claims.lock();
+        if self.answered.may_hold(&scope, now) {
+            if let Some(record) = self.stored_record(scope)?.filter(|record| record.live(now)) {
                 return Ok(record.verdict(&fingerprint, now));
             }
         }
-        let mut running = self
-            .claims
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
         if let Some(record) = running.get(&scope).filter(|record| record.live(now)) {
             return Ok(record.verdict(&fingerprint, now));
         }
@@ -60,7 +62,19 @@ impl SledStore {
             running.retain(|_, record| record.live(now));
         }
         running.insert(scope, KeyRecord::running(fingerprint, until));
+        self.answered.note(&scope, expires, now);
         Ok(Begin::Run)
+    }
+
+    /// The record stored under `scope`, if any.
+    fn stored_record(&self, scope: [u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
+        let stored = self.read(|engine| {
+            engine
+                .tree(TreeName::Idempotency)
+                .get(scope)
+                .map_err(StoreError::engine)
+        })?;
+        stored.map(|bytes| decode(&bytes)).transpose()
     }
 
     /// See [`crate::storage::Store::idempotency_answer`]: durable when it
@@ -90,11 +104,7 @@ impl SledStore {
 
     /// Drops the claim on `scope` if it is the request's of `fingerprint`.
     fn release(&self, scope: [u8; 32], fingerprint: &[u8; 32]) {
-        let mut running = self
-            .claims
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut running = self.claims.lock();
         if running
             .get(&scope)
             .is_some_and(|record| &record.fingerprint == fingerprint)

@@ -11,6 +11,7 @@
 //! operation uses the database in service ([`engine::Slot`]), which an I/O
 //! failure takes out of service until it is reopened.
 
+mod answered;
 pub mod codec;
 mod engine;
 mod group_commit;
@@ -105,6 +106,8 @@ pub struct SledStore {
     /// Idempotency keys whose requests run now (one process has the
     /// directory: claims need not be written).
     claims: Arc<idempotency::Claims>,
+    /// The idempotency scopes that may have a live answer stored.
+    answered: Arc<answered::AnsweredScopes>,
 }
 
 impl SledStore {
@@ -128,6 +131,8 @@ impl SledStore {
         let spills = Spills::open(dir, room.clone(), &engine)?;
         let slot = Slot::new(dir, tuning, engine);
         let committer = GroupCommit::start(slot.clone(), room.clone(), tuning.commit_window)?;
+        let answered = Arc::new(answered::AnsweredScopes::default());
+        answered.scan_in_background(Arc::downgrade(&slot));
         Ok(SledStore {
             slot,
             committer,
@@ -136,6 +141,7 @@ impl SledStore {
             key,
             late: Arc::default(),
             claims: Arc::default(),
+            answered,
         })
     }
 
@@ -812,6 +818,65 @@ mod tests {
         ];
         assert!(storage.append(&writes).is_ok());
         (org, owner, member)
+    }
+
+    /// An answer stored before a restart is replayed after it: looked up
+    /// while the scan of stored answers runs, and once it is done, because
+    /// the scan noted it; a key never seen is then not looked up at all.
+    #[tokio::test]
+    async fn a_stored_answer_is_replayed_after_a_restart_and_a_new_key_is_not_looked_up() {
+        use crate::domain::idempotency::{Begin, KeyRecord, StoredAnswer};
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let now = Timestamp::now();
+        let (until, expires) = (
+            Timestamp(now.millis() + 60_000),
+            Timestamp(now.millis() + 3_600_000),
+        );
+        let (scope, fingerprint) = ([7; 32], [8; 32]);
+        let answer = StoredAnswer {
+            status: 201,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: b"{}".to_vec(),
+        };
+        let storage = open(dir.path());
+        let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
+        assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
+        let record = KeyRecord::answered(fingerprint, answer.clone(), expires);
+        assert!(storage.idempotency_answer(scope, &record).await.is_ok());
+        assert!(storage.close().is_ok());
+
+        let storage = open(dir.path());
+        let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
+        assert!(
+            matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
+            "{begun:?}"
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !storage.answered.scanned_all() {
+            assert!(std::time::Instant::now() < deadline, "the scan did not end");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(storage.answered.may_hold(&scope, now), "noted by the scan");
+        let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
+        assert!(
+            matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
+            "{begun:?}"
+        );
+        let begun = storage.idempotency_begin(scope, [9; 32], until, expires, now);
+        assert!(matches!(begun, Ok(Begin::Reused)), "{begun:?}");
+        let new = [6; 32];
+        assert!(
+            !storage.answered.may_hold(&new, now),
+            "never seen: not looked up"
+        );
+        let begun = storage.idempotency_begin(new, fingerprint, until, expires, now);
+        assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
+        assert!(storage.answered.may_hold(&new, now), "noted when claimed");
+        let begun = storage.idempotency_begin(new, fingerprint, until, expires, now);
+        assert!(matches!(begun, Ok(Begin::Running { .. })), "{begun:?}");
+        assert!(storage.close().is_ok());
     }
 
     #[test]
