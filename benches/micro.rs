@@ -2,8 +2,8 @@
 //! the crate's own code: `cargo bench --bench micro`.
 //!
 //! Groups: `permission_check`, `batch_check`, `token_resolution`, `hmac_signing`,
-//! `envelope_serialization`, `role_write`, `role_write_durable`,
-//! `delivery_log_append`. Results and targets are in `BENCHMARKS.md`.
+//! `envelope_serialization`, `stored_job_codec`, `role_write`,
+//! `role_write_durable`, `delivery_log_append`. Results and targets are in `BENCHMARKS.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
@@ -305,6 +305,55 @@ fn envelope_serialization(c: &mut Criterion) {
     group.finish();
 }
 
+/// A queued job as the store encodes it (bincode 2, serde mode), against
+/// the same fields with the envelope as a sequence of numbers, as stored
+/// before `domain::bytes`: the bytes are the same, the work is not.
+fn stored_job_codec(c: &mut Criterion) {
+    use rolecall::domain::delivery::Job;
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct JobAsNumbers {
+        delivery_id: DeliveryId,
+        organization_id: OrgId,
+        event: String,
+        body: Vec<u8>,
+        attempts_made: u8,
+        due_at: Timestamp,
+        created_at: Timestamp,
+    }
+
+    let config = bincode::config::standard();
+    let job = Job::new(OrgId::generate(), EventKind::TaskCreated, vec![b'x'; 453]);
+    let numbers = JobAsNumbers {
+        delivery_id: job.delivery_id,
+        organization_id: job.organization_id,
+        event: job.event.clone(),
+        body: job.body.clone(),
+        attempts_made: job.attempts_made,
+        due_at: job.due_at,
+        created_at: job.created_at,
+    };
+    let stored = bincode::serde::encode_to_vec(&job, config).unwrap();
+    assert_eq!(
+        stored,
+        bincode::serde::encode_to_vec(&numbers, config).unwrap()
+    );
+    let mut group = c.benchmark_group("stored_job_codec");
+    group.bench_function("encode_453B_envelope_as_bytes", |b| {
+        b.iter(|| bincode::serde::encode_to_vec(black_box(&job), config))
+    });
+    group.bench_function("encode_453B_envelope_as_numbers", |b| {
+        b.iter(|| bincode::serde::encode_to_vec(black_box(&numbers), config))
+    });
+    group.bench_function("decode_453B_envelope_as_bytes", |b| {
+        b.iter(|| bincode::serde::decode_from_slice::<Job, _>(black_box(&stored), config))
+    });
+    group.bench_function("decode_453B_envelope_as_numbers", |b| {
+        b.iter(|| bincode::serde::decode_from_slice::<JobAsNumbers, _>(black_box(&stored), config))
+    });
+    group.finish();
+}
+
 /// A stored organization with Owner, Member and one custom role.
 fn seeded_storage() -> (tempfile::TempDir, SledStore, Role) {
     let dir = tempfile::tempdir().unwrap();
@@ -460,6 +509,7 @@ criterion_group!(
     token_resolution,
     hmac_signing,
     envelope_serialization,
+    stored_job_codec,
     role_write,
     role_write_durable,
     delivery_log_append

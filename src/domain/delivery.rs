@@ -191,6 +191,7 @@ pub struct Job {
     /// The event id.
     pub event: String,
     /// The envelope bytes.
+    #[serde(with = "crate::domain::bytes")]
     pub body: Vec<u8>,
     /// Attempts already made (0 or 1).
     pub attempts_made: u8,
@@ -313,6 +314,7 @@ pub struct LogRecord {
     /// When the attempt started (or the event was skipped).
     pub attempted_at: Timestamp,
     /// The envelope, for redelivery.
+    #[serde(with = "crate::domain::bytes")]
     pub envelope: Vec<u8>,
 }
 

@@ -16,6 +16,7 @@ pub struct StoredAnswer {
     /// The headers a replay repeats (Content-Type, Location, ETag).
     pub headers: Vec<(String, String)>,
     /// The body.
+    #[serde(with = "crate::domain::bytes")]
     pub body: Vec<u8>,
 }
 

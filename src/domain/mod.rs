@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod audit;
+pub mod bytes;
 pub mod change;
 pub mod commands;
 pub mod delivery;
