@@ -50,6 +50,9 @@ struct State {
     incomplete_until: i64,
     /// Size at which past entries are next dropped.
     sweep_at: usize,
+    /// The hour of the last drop: entries pass only when the hour turns,
+    /// so a full table is swept at most once an hour.
+    swept: u32,
     /// Most entries kept ([`MOST`]).
     most: usize,
 }
@@ -79,6 +82,7 @@ impl AnsweredScopes {
                 scanning: true,
                 incomplete_until: i64::MIN,
                 sweep_at: 1024.min(most),
+                swept: 0,
                 most,
             }),
         }
@@ -185,13 +189,14 @@ impl AnsweredScopes {
 
 impl State {
     fn note(&mut self, prefix: u32, expires: Timestamp, now: Timestamp) {
-        let last = hour(expires);
-        if last < hour(now) {
+        let (last, current) = (hour(expires), hour(now));
+        if last < current {
             return;
         }
-        if self.hours.len() >= self.sweep_at {
-            let current = hour(now);
+        let full = self.hours.len() >= self.most;
+        if self.hours.len() >= self.sweep_at && !(full && self.swept == current) {
             self.hours.retain(|_, &mut last| last >= current);
+            self.swept = current;
             self.sweep_at = (self.hours.len() * 2).clamp(1024.min(self.most), self.most);
         }
         if self.hours.len() >= self.most && !self.hours.contains_key(&prefix) {
@@ -269,6 +274,12 @@ mod tests {
         scopes.note(&scope(5), at_hour(120, 15), now);
         assert!(scopes.may_hold(&scope(9), now), "scope 5 was not noted");
         assert!(scopes.may_hold(&scope(9), at_hour(120, 14)));
+        // Full within the hour: refused without sweeping the table again
+        // (nothing in it can pass before the hour turns).
+        scopes.note(&scope(7), at_hour(110, 0), at_hour(100, 30));
+        let state = scopes.lock();
+        assert_eq!((state.hours.len(), state.swept), (4, 100));
+        drop(state);
         // Once the unnoted answer is past, and the others with it, the
         // entries are trusted and room is made again.
         let later = at_hour(120, 16);

@@ -36,7 +36,7 @@ impl Claims {
 
 impl SledStore {
     /// See [`crate::storage::Store::idempotency_begin`]. The stored answer
-    /// is looked up only when [`super::answered::AnsweredScopes`] says there may be one,
+    /// is looked up only when [`super::answered`] says there may be one,
     /// and the look and the claim are one step under the claims' lock: a
     /// request that finds neither an answer nor a claim cannot miss one
     /// its twin recorded meanwhile (that twin noted the scope when it
