@@ -9,6 +9,7 @@
 //! costs no read ([`super::answered`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::codec::{decode, encode};
@@ -26,10 +27,14 @@ const SWEEP_PAST: usize = 1024;
 #[derive(Debug, Default)]
 pub struct Claims {
     running: Mutex<HashMap<[u8; 32], KeyRecord>>,
+    /// Size past which lapsed claims are next swept (at least
+    /// [`SWEEP_PAST`]): twice what the last sweep left, so that thousands
+    /// of requests running at once do not sweep them all on every claim.
+    sweep_at: AtomicUsize,
 }
 
 impl Claims {
-    fn lock(&self) -> MutexGuard<'_, HashMap<[u8; 32], KeyRecord>> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, HashMap<[u8; 32], KeyRecord>> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -58,8 +63,11 @@ impl SledStore {
         if let Some(record) = running.get(&scope).filter(|record| record.live(now)) {
             return Ok(record.verdict(&fingerprint, now));
         }
-        if running.len() >= SWEEP_PAST {
+        if running.len() >= self.claims.sweep_at.load(Ordering::Relaxed).max(SWEEP_PAST) {
             running.retain(|_, record| record.live(now));
+            self.claims
+                .sweep_at
+                .store(running.len() * 2, Ordering::Relaxed);
         }
         running.insert(scope, KeyRecord::running(fingerprint, until));
         self.answered.note(&scope, expires, now);

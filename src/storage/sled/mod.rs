@@ -879,6 +879,45 @@ mod tests {
         assert!(storage.close().is_ok());
     }
 
+    /// Lapsed claims (requests whose client went away) are swept once
+    /// more than `SWEEP_PAST` are held, and many claims running at once
+    /// are not swept on every new one: the next sweep waits for twice
+    /// what the last one left.
+    #[test]
+    fn lapsed_claims_are_swept_and_running_ones_kept() {
+        use crate::domain::idempotency::Begin;
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let storage = open(dir.path());
+        let now = Timestamp::now();
+        let (lapsed, running) = (
+            Timestamp(now.millis() - 1),
+            Timestamp(now.millis() + 60_000),
+        );
+        let expires = Timestamp(now.millis() + 3_600_000);
+        let scope = |n: u32| {
+            let mut scope = [0; 32];
+            scope[..4].copy_from_slice(&n.to_le_bytes());
+            scope
+        };
+        for n in 0..1500 {
+            let until = if n < 1000 { lapsed } else { running };
+            let begun = storage.idempotency_begin(scope(n), [1; 32], until, expires, now);
+            assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
+        }
+        // Swept at the 1,024th: 1,000 lapsed went, 500 running stayed.
+        assert_eq!(storage.claims.lock().len(), 500);
+        let begun = storage.idempotency_begin(scope(1200), [1; 32], running, expires, now);
+        assert!(matches!(begun, Ok(Begin::Running { .. })), "{begun:?}");
+        let begun = storage.idempotency_begin(scope(5), [1; 32], running, expires, now);
+        assert!(
+            matches!(begun, Ok(Begin::Run)),
+            "a lapsed claim is taken over: {begun:?}"
+        );
+        assert!(storage.close().is_ok());
+    }
+
     #[test]
     fn a_data_directory_of_another_layout_is_refused() {
         let Some(dir) = tempfile::tempdir().ok() else {
