@@ -186,14 +186,18 @@ impl From<StoreError> for ApiError {
             StoreError::EmailTaken => ApiError::EmailTaken,
             StoreError::SystemRole => ApiError::SystemRole,
             StoreError::Engine(_)
-            | StoreError::Flush(_)
             | StoreError::Closed
             | StoreError::Unavailable(_)
             | StoreError::Stale(_)
             | StoreError::Conflict(_)
             | StoreError::DiskFull { .. }
             | StoreError::Io(_) => ApiError::StorageUnavailable(Box::new(err)),
-            StoreError::Unconfirmed(_) => ApiError::StorageUnconfirmed(Box::new(err)),
+            // A flush that failed after its writes were applied: sled may
+            // have written them before the failure, and then reads them back
+            // when it is opened again.
+            StoreError::Unconfirmed(_) | StoreError::Flush(_) => {
+                ApiError::StorageUnconfirmed(Box::new(err))
+            }
             other => ApiError::internal(other),
         }
     }

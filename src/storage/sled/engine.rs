@@ -11,8 +11,10 @@
 //! recovery thread waits for the last user of the failed database to let
 //! go (which releases sled's file lock), opens it again, and puts it back
 //! in service once a probe write has been flushed. Writes the failed
-//! database had taken but not flushed are gone with it: none of them was
-//! acknowledged.
+//! database had taken but not flushed were not acknowledged: their writers
+//! were told they may have been made (sled may have written them before
+//! the failure, and then reads them back), and those sled had not written
+//! are gone.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
