@@ -128,6 +128,11 @@ async fn organization(server: &Running, receiver: &TestReceiver) -> (String, Str
     (org, token)
 }
 
+/// The title `fill` gives its `n`th task (from 0).
+fn task_title(n: usize) -> String {
+    format!("task {n}")
+}
+
 /// Creates tasks with `description_len` characters each until one is
 /// refused; returns the acknowledged ones (id, title) and the refusal.
 async fn fill(
@@ -140,7 +145,7 @@ async fn fill(
     let mut acknowledged = Vec::new();
     loop {
         assert!(acknowledged.len() < 20_000, "the disk never filled");
-        let title = format!("task {}", acknowledged.len());
+        let title = task_title(acknowledged.len());
         let body = json!({"title": title, "description": "x".repeat(description_len)});
         let reply = server.post(&tasks, token, body).await;
         if reply.status != 201 {
@@ -273,18 +278,17 @@ fn assert_refused_or_unconfirmed(
     refusal: &Reply,
     acknowledged: &[(String, String)],
 ) -> Option<String> {
-    let detail = refusal.json()["detail"].as_str().unwrap_or("").to_owned();
+    let body = refusal.json();
+    let detail = body["detail"].as_str().unwrap_or("");
     if detail.contains("may have been made") {
         assert_eq!(
-            (
-                refusal.status,
-                refusal.json()["code"].as_str().unwrap_or("")
-            ),
+            (refusal.status, body["code"].as_str().unwrap_or("")),
             (503, "STORAGE_UNAVAILABLE"),
             "{detail}"
         );
+        assert_eq!(refusal.header("content-type"), "application/problem+json");
         assert_eq!(refusal.header("retry-after"), "2");
-        return Some(format!("task {}", acknowledged.len()));
+        return Some(task_title(acknowledged.len()));
     }
     assert_unavailable(refusal, "the write that found the disk full");
     None
