@@ -464,8 +464,9 @@ impl Store {
     ) -> Result<(), StoreError> {
         match self {
             Store::Sled(store) => {
-                let record = idempotency::KeyRecord::answered(fingerprint, answer, expires);
-                store.idempotency_answer(scope, &record).await
+                store
+                    .idempotency_answer(scope, fingerprint, answer, expires)
+                    .await
             }
             Store::Postgres(store) => {
                 store

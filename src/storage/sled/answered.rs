@@ -1,40 +1,54 @@
-//! Which idempotency scopes may have a live answer in the tree, kept in
-//! memory so that a key never seen before (nearly every keyed request) is
-//! not looked up in sled: that lookup cost about 6 % of a keyed burst's
-//! events/s (BENCHMARKS.md).
+//! Where an idempotency scope's live answer may be stored, kept in memory:
+//! answers are stored by the second they expire
+//! ([`TreeName::AnswersByExpiry`]), so that each lands beside the one
+//! before it, and this table says which second to look under. It also
+//! spares a key never seen before (nearly every keyed request) any lookup
+//! in sled: that lookup cost about 6 % of a keyed burst's events/s
+//! (BENCHMARKS.md).
 //!
-//! A scope is noted, with the hour its answer would expire, when a request
-//! claims it, before anything can be written under it, and when the scan
-//! at start finds it stored. An answer's expiry is fixed at its claim
-//! (claim time plus the TTL), so an answer in the tree is live only while
-//! its noted hour has not passed: a scope whose entry is missing or past
-//! has no live answer, and nothing need be removed when answers are purged.
-//! Until the scan is done, and for as long as a scope could not be noted
-//! (past [`MOST`] entries) may still be live, every lookup goes to the tree.
+//! - A scope is noted, with the second its answer would expire, when a
+//!   request claims it, before anything can be written under it; and when
+//!   the database is opened, from the keys of the stored answers (no value
+//!   is read).
+//! - An answer's expiry is fixed at its claim (claim time plus the TTL), so
+//!   it is live only while its noted second has not passed: a scope whose
+//!   entry is missing or past has no live answer there, and nothing need be
+//!   removed when answers are purged.
+//! - Entries are keyed by the first 8 bytes of the scope (a SHA-256). Two
+//!   scopes that share them are one client's keys that it ground for it
+//!   (no one else can compute another token's scopes): the later one's
+//!   second replaces the earlier's, as when one scope is claimed again.
+//! - An answer whose scope could not be noted (past [`MOST`] entries) is
+//!   stored under its scope alone ([`TreeName::Idempotency`]), where those
+//!   of earlier versions are too; that tree is asked until the last of
+//!   them has expired.
 
 use std::collections::HashMap;
-use std::ops::Bound;
-use std::sync::{Mutex, PoisonError, Weak};
-use std::time::Duration;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::codec::decode;
-use super::engine::{Engine, Slot};
+use super::engine::Engine;
 use super::keys::TreeName;
 use crate::domain::idempotency::{KeyRecord, KeyState};
 use crate::time::Timestamp;
 
-/// Most scopes kept (a table of 2^20 slots of 9 bytes, about 9 MiB): past
-/// it, a scope is not noted, and the tree is asked until it could have
-/// expired.
+/// Most scopes kept (a table of 2^20 slots of 13 bytes, about 14 MiB):
+/// past it, a scope is not noted, its answer is stored under its scope,
+/// and that tree is asked until the answer could have expired.
 pub const MOST: usize = 900_000;
-/// Scopes the scan at start reads per look at the database.
-const SCAN_CHUNK: usize = 4096;
-/// Wait before the scan tries again when the database is out of service.
-const SCAN_RETRY: Duration = Duration::from_millis(500);
-const HOUR_MS: i64 = 3_600_000;
+/// A full table is swept of past entries at most once this many seconds.
+const FULL_SWEEP_EVERY: u32 = 60;
 
-/// The scopes, by the first 4 bytes of their SHA-256 (two scopes that
-/// share them share an entry, with the later hour: a lookup too many).
+/// Where a scope's live answer may be stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lookups {
+    /// Under this second of expiry in [`TreeName::AnswersByExpiry`].
+    pub expiring: Option<u32>,
+    /// Under the scope alone in [`TreeName::Idempotency`].
+    pub by_scope: bool,
+}
+
+/// The scopes, by the first 8 bytes of their SHA-256.
 #[derive(Debug)]
 pub struct AnsweredScopes {
     state: Mutex<State>,
@@ -42,16 +56,15 @@ pub struct AnsweredScopes {
 
 #[derive(Debug)]
 struct State {
-    /// The hour (since the epoch) after which each scope's answer is past.
-    hours: HashMap<u32, u32>,
-    /// Whether the scan of the stored answers is still under way.
-    scanning: bool,
-    /// Until then, some scope not noted may have a live answer.
-    incomplete_until: i64,
+    /// The second (since the epoch) each scope's answer expires.
+    seconds: HashMap<[u8; 8], u32>,
+    /// Until then (milliseconds since the epoch), some live answer may be
+    /// stored under its scope alone.
+    by_scope_until: i64,
     /// Size at which past entries are next dropped.
     sweep_at: usize,
-    /// The hour of the last drop: entries pass only when the hour turns,
-    /// so a full table is swept at most once an hour.
+    /// The second of the last drop: a full table is swept at most once
+    /// every [`FULL_SWEEP_EVERY`] seconds.
     swept: u32,
     /// Most entries kept ([`MOST`]).
     most: usize,
@@ -63,24 +76,24 @@ impl Default for AnsweredScopes {
     }
 }
 
-fn prefix(scope: &[u8; 32]) -> u32 {
-    u32::from_le_bytes([scope[0], scope[1], scope[2], scope[3]])
+fn prefix(scope: &[u8; 32]) -> [u8; 8] {
+    let mut prefix = [0; 8];
+    prefix.copy_from_slice(&scope[..8]);
+    prefix
 }
 
-/// The hour since the epoch of `at` (0 before it, `u32::MAX` in 490,000
-/// years).
-fn hour(at: Timestamp) -> u32 {
-    u32::try_from(at.millis().div_euclid(HOUR_MS).max(0)).unwrap_or(u32::MAX)
+/// The second since the epoch of `at` (0 before it, `u32::MAX` in 2106).
+pub fn second(at: Timestamp) -> u32 {
+    u32::try_from(at.millis().div_euclid(1000).max(0)).unwrap_or(u32::MAX)
 }
 
 impl AnsweredScopes {
-    /// None yet, the scan to come, keeping at most `most`.
+    /// None yet, keeping at most `most`.
     fn keeping(most: usize) -> Self {
         AnsweredScopes {
             state: Mutex::new(State {
-                hours: HashMap::new(),
-                scanning: true,
-                incomplete_until: i64::MIN,
+                seconds: HashMap::new(),
+                by_scope_until: i64::MIN,
                 sweep_at: 1024.min(most),
                 swept: 0,
                 most,
@@ -88,124 +101,98 @@ impl AnsweredScopes {
         }
     }
 
-    /// Whether the scan is done (the entries are trusted).
-    #[cfg(test)]
-    pub fn scanned_all(&self) -> bool {
-        !self.lock().scanning
+    /// The table of what `engine` stores at `now`: the keys of the answers
+    /// by expiry from `now` on, and the latest expiry of those by scope.
+    pub fn read(engine: &Engine, now: Timestamp) -> Result<Self, sled::Error> {
+        let scopes = Self::default();
+        let from = second(now).to_be_bytes();
+        for key in engine.tree(TreeName::AnswersByExpiry).range(from..).keys() {
+            let key = key?;
+            if let (Ok(expires), Ok(scope)) = (
+                <[u8; 4]>::try_from(&key[..4.min(key.len())]),
+                <[u8; 32]>::try_from(&key[4.min(key.len())..]),
+            ) {
+                scopes.note_second(&scope, u32::from_be_bytes(expires), now);
+            }
+        }
+        let mut latest = i64::MIN;
+        for value in engine.tree(TreeName::Idempotency).iter().values() {
+            if let Ok(KeyRecord {
+                state: KeyState::Answered { expires, .. },
+                ..
+            }) = decode::<KeyRecord>(&value?)
+            {
+                latest = latest.max(expires);
+            }
+        }
+        scopes.lock().by_scope_until = latest;
+        Ok(scopes)
     }
 
-    /// Whether the tree may hold a live answer for `scope` at `now`:
-    /// `false` only when it cannot.
-    pub fn may_hold(&self, scope: &[u8; 32], now: Timestamp) -> bool {
+    /// Where the live answer of `scope` at `now` may be stored.
+    pub fn lookups(&self, scope: &[u8; 32], now: Timestamp) -> Lookups {
         let state = self.lock();
-        state.scanning
-            || now.millis() < state.incomplete_until
-            || state
-                .hours
+        Lookups {
+            expiring: state
+                .seconds
                 .get(&prefix(scope))
-                .is_some_and(|&last| last >= hour(now))
+                .copied()
+                .filter(|&expires| expires >= second(now)),
+            by_scope: now.millis() < state.by_scope_until,
+        }
+    }
+
+    /// Whether an answer of `scope` that expires at `expires` is to be
+    /// stored in [`TreeName::AnswersByExpiry`], where lookups find it. If
+    /// not (its claim could not be noted, or a later claim of the scope
+    /// took its entry), it is stored under its scope alone, and lookups go
+    /// there too until it expires.
+    pub fn by_expiry(&self, scope: &[u8; 32], expires: Timestamp) -> bool {
+        let mut state = self.lock();
+        let noted = state.seconds.get(&prefix(scope)) == Some(&second(expires));
+        if !noted {
+            state.by_scope_until = state.by_scope_until.max(expires.millis());
+        }
+        noted
     }
 
     /// `scope` may get an answer that expires at `expires`: noted before
     /// anything is written under it.
     pub fn note(&self, scope: &[u8; 32], expires: Timestamp, now: Timestamp) {
-        self.lock().note(prefix(scope), expires, now);
+        let noted = self.note_second(scope, second(expires), now);
+        if !noted && expires.millis() > now.millis() {
+            let mut state = self.lock();
+            state.by_scope_until = state.by_scope_until.max(expires.millis());
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    /// Notes `scope`'s second of expiry; whether it could.
+    fn note_second(&self, scope: &[u8; 32], expires: u32, now: Timestamp) -> bool {
+        self.lock().note(prefix(scope), expires, second(now))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The scan is over: from now on the entries are trusted.
-    fn scanned(&self) {
-        self.lock().scanning = false;
-    }
-
-    /// Reads every stored answer's scope in the background, then trusts the
-    /// entries. Stops when the database closes.
-    pub fn scan_in_background(self: &std::sync::Arc<Self>, slot: Weak<Slot>) {
-        let scopes = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("rolecall-answered".into())
-            .spawn(move || scopes.scan(&slot));
-        if let Err(err) = spawned {
-            // The entries are never trusted: every lookup asks the tree.
-            tracing::warn!(error = %err, "could not start reading the stored idempotency keys; every keyed request looks its key up");
-        }
-    }
-
-    fn scan(&self, slot: &Weak<Slot>) {
-        let mut after = None;
-        loop {
-            let Some(slot) = slot.upgrade() else { return };
-            match slot.current() {
-                Ok(engine) => match self.scan_chunk(&engine, &mut after) {
-                    Ok(true) => {
-                        self.scanned();
-                        return;
-                    }
-                    Ok(false) => continue,
-                    Err(_) => {}
-                },
-                // Closed for good: nothing to trust the entries for.
-                Err(_) if slot.is_closed() => return,
-                Err(_) => {}
-            }
-            drop(slot);
-            std::thread::sleep(SCAN_RETRY);
-        }
-    }
-
-    /// Notes the scopes of up to [`SCAN_CHUNK`] stored answers after
-    /// `after`, and moves it on; whether that was the last of them.
-    fn scan_chunk(
-        &self,
-        engine: &Engine,
-        after: &mut Option<Vec<u8>>,
-    ) -> Result<bool, sled::Error> {
-        let from = after.clone().map_or(Bound::Unbounded, Bound::Excluded);
-        let now = Timestamp::now();
-        let mut read = 0;
-        for entry in engine
-            .tree(TreeName::Idempotency)
-            .range((from, Bound::Unbounded))
-            .take(SCAN_CHUNK)
-        {
-            let (key, value) = entry?;
-            read += 1;
-            if let (Ok(scope), Ok(record)) = (
-                <[u8; 32]>::try_from(key.as_ref()),
-                decode::<KeyRecord>(&value),
-            ) {
-                if let KeyState::Answered { expires, .. } = record.state {
-                    self.note(&scope, Timestamp(expires), now);
-                }
-            }
-            *after = Some(key.to_vec());
-        }
-        Ok(read < SCAN_CHUNK)
     }
 }
 
 impl State {
-    fn note(&mut self, prefix: u32, expires: Timestamp, now: Timestamp) {
-        let (last, current) = (hour(expires), hour(now));
-        if last < current {
-            return;
+    fn note(&mut self, prefix: [u8; 8], expires: u32, now: u32) -> bool {
+        if expires < now {
+            return false;
         }
-        let full = self.hours.len() >= self.most;
-        if self.hours.len() >= self.sweep_at && !(full && self.swept == current) {
-            self.hours.retain(|_, &mut last| last >= current);
-            self.swept = current;
-            self.sweep_at = (self.hours.len() * 2).clamp(1024.min(self.most), self.most);
+        let full = self.seconds.len() >= self.most;
+        let swept_lately = now.saturating_sub(self.swept) < FULL_SWEEP_EVERY;
+        if self.seconds.len() >= self.sweep_at && !(full && swept_lately) {
+            self.seconds.retain(|_, &mut expires| expires >= now);
+            self.swept = now;
+            self.sweep_at = (self.seconds.len() * 2).clamp(1024.min(self.most), self.most);
         }
-        if self.hours.len() >= self.most && !self.hours.contains_key(&prefix) {
-            // Not noted: the tree is asked until this answer is past.
-            self.incomplete_until = self.incomplete_until.max(expires.millis());
-            return;
+        if self.seconds.len() >= self.most && !self.seconds.contains_key(&prefix) {
+            return false;
         }
-        let entry = self.hours.entry(prefix).or_insert(last);
-        *entry = (*entry).max(last);
+        self.seconds.insert(prefix, expires);
+        true
     }
 }
 
@@ -222,73 +209,92 @@ mod tests {
 
     #[test]
     fn the_table_of_the_most_scopes_stays_within_its_slots() {
-        let mut hours: HashMap<u32, u32> = HashMap::new();
-        hours.reserve(MOST);
-        assert!(hours.capacity() < 1 << 20, "{}", hours.capacity());
+        let mut seconds: HashMap<[u8; 8], u32> = HashMap::new();
+        seconds.reserve(MOST);
+        assert!(seconds.capacity() < 1 << 20, "{}", seconds.capacity());
+        assert_eq!(std::mem::size_of::<([u8; 8], u32)>(), 12);
     }
 
-    fn at_hour(hour: i64, minute: i64) -> Timestamp {
-        Timestamp(hour * HOUR_MS + minute * 60_000)
+    fn at(second: i64, ms: i64) -> Timestamp {
+        Timestamp(second * 1000 + ms)
     }
 
-    #[test]
-    fn every_scope_may_be_held_until_the_scan_is_done() {
-        let scopes = AnsweredScopes::default();
-        let now = at_hour(100, 0);
-        assert!(scopes.may_hold(&scope(1), now), "scanning: ask the tree");
-        scopes.scanned();
-        assert!(!scopes.may_hold(&scope(1), now), "never noted");
-    }
-
-    #[test]
-    fn a_noted_scope_may_be_held_until_the_hour_of_its_expiry_is_past() {
-        let scopes = AnsweredScopes::default();
-        scopes.scanned();
-        let claimed = at_hour(100, 30);
-        scopes.note(&scope(1), at_hour(124, 30), claimed);
-        assert!(scopes.may_hold(&scope(1), claimed));
-        assert!(
-            scopes.may_hold(&scope(1), at_hour(124, 59)),
-            "within its hour"
-        );
-        assert!(!scopes.may_hold(&scope(1), at_hour(125, 0)), "past");
-        assert!(!scopes.may_hold(&scope(2), claimed), "another scope");
-        // The same scope claimed again later keeps the later expiry.
-        scopes.note(&scope(1), at_hour(130, 0), at_hour(106, 0));
-        scopes.note(&scope(1), at_hour(110, 0), at_hour(107, 0));
-        assert!(scopes.may_hold(&scope(1), at_hour(130, 10)));
-        // An answer expired already is not noted.
-        scopes.note(&scope(3), at_hour(99, 0), claimed);
-        assert!(!scopes.may_hold(&scope(3), at_hour(99, 0)));
-    }
-
-    #[test]
-    fn past_the_most_every_scope_may_be_held_until_the_unnoted_ones_expire() {
-        let scopes = AnsweredScopes::keeping(4);
-        scopes.scanned();
-        let now = at_hour(100, 0);
-        for n in 1..=4 {
-            scopes.note(&scope(n), at_hour(110, 0), now);
+    fn expiring(second: u32) -> Lookups {
+        Lookups {
+            expiring: Some(second),
+            by_scope: false,
         }
-        assert!(!scopes.may_hold(&scope(9), now));
-        scopes.note(&scope(5), at_hour(120, 15), now);
-        assert!(scopes.may_hold(&scope(9), now), "scope 5 was not noted");
-        assert!(scopes.may_hold(&scope(9), at_hour(120, 14)));
-        // Full within the hour: refused without sweeping the table again
-        // (nothing in it can pass before the hour turns).
-        scopes.note(&scope(7), at_hour(110, 0), at_hour(100, 30));
-        let state = scopes.lock();
-        assert_eq!((state.hours.len(), state.swept), (4, 100));
-        drop(state);
-        // Once the unnoted answer is past, and the others with it, the
-        // entries are trusted and room is made again.
-        let later = at_hour(120, 16);
-        assert!(!scopes.may_hold(&scope(9), later));
-        scopes.note(&scope(6), at_hour(140, 0), later);
-        assert!(scopes.may_hold(&scope(6), later));
-        assert!(!scopes.may_hold(&scope(1), later));
+    }
+
+    #[test]
+    fn a_noted_scope_is_looked_up_under_its_second_until_that_second_is_past() {
+        let scopes = AnsweredScopes::default();
+        let claimed = at(100_000, 300);
+        assert_eq!(scopes.lookups(&scope(1), claimed), Lookups::default());
+        scopes.note(&scope(1), at(186_400, 300), claimed);
+        assert!(scopes.by_expiry(&scope(1), at(186_400, 999)));
+        assert_eq!(scopes.lookups(&scope(1), claimed), expiring(186_400));
         assert_eq!(
-            scopes.lock().hours.len(),
+            scopes.lookups(&scope(1), at(186_400, 999)),
+            expiring(186_400),
+            "within its second"
+        );
+        assert_eq!(
+            scopes.lookups(&scope(1), at(186_401, 0)),
+            Lookups::default(),
+            "past"
+        );
+        assert_eq!(scopes.lookups(&scope(2), claimed), Lookups::default());
+        // An answer expired already is not noted, nor stored by scope.
+        scopes.note(&scope(3), at(99_000, 0), claimed);
+        assert_eq!(scopes.lookups(&scope(3), at(99_000, 0)), Lookups::default());
+        // Claimed again (its first request failed): the new second.
+        scopes.note(&scope(1), at(186_500, 0), at(100_100, 0));
+        assert_eq!(scopes.lookups(&scope(1), claimed), expiring(186_500));
+        // The first request's answer, written late, is stored by scope,
+        // and looked up there until it expires.
+        assert!(!scopes.by_expiry(&scope(1), at(186_400, 300)));
+        let both = Lookups {
+            expiring: Some(186_500),
+            by_scope: true,
+        };
+        assert_eq!(scopes.lookups(&scope(1), at(186_400, 299)), both);
+        assert_eq!(
+            scopes.lookups(&scope(1), at(186_400, 300)),
+            expiring(186_500)
+        );
+    }
+
+    #[test]
+    fn past_the_most_a_scope_is_stored_by_scope_and_looked_up_so_until_it_expires() {
+        let scopes = AnsweredScopes::keeping(4);
+        let now = at(100_000, 0);
+        for n in 1..=4 {
+            scopes.note(&scope(n), at(110_000, 0), now);
+        }
+        assert_eq!(scopes.lookups(&scope(9), now), Lookups::default());
+        scopes.note(&scope(5), at(120_000, 15), now);
+        assert!(!scopes.by_expiry(&scope(5), at(120_000, 15)), "not noted");
+        let by_scope = Lookups {
+            expiring: None,
+            by_scope: true,
+        };
+        assert_eq!(scopes.lookups(&scope(9), now), by_scope);
+        assert_eq!(scopes.lookups(&scope(9), at(120_000, 14)), by_scope);
+        // Full: refused without sweeping the table again soon after.
+        scopes.note(&scope(7), at(110_000, 0), at(100_030, 0));
+        let state = scopes.lock();
+        assert_eq!((state.seconds.len(), state.swept), (4, 100_000));
+        drop(state);
+        // Once the unnoted answer is past, and the others with it, no
+        // lookup goes by scope, and room is made again.
+        let later = at(120_000, 16);
+        assert_eq!(scopes.lookups(&scope(9), later), Lookups::default());
+        scopes.note(&scope(6), at(140_000, 0), later);
+        assert_eq!(scopes.lookups(&scope(6), later), expiring(140_000));
+        assert_eq!(scopes.lookups(&scope(1), later), Lookups::default());
+        assert_eq!(
+            scopes.lock().seconds.len(),
             1,
             "the past entries were dropped"
         );

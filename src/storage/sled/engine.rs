@@ -89,8 +89,6 @@ pub struct Slot {
     down: Mutex<Option<String>>,
     /// A recovery thread is running.
     recovering: AtomicBool,
-    /// [`Slot::close`] was called.
-    closed: AtomicBool,
     /// When a write or a probe last succeeded.
     last_write: Mutex<Instant>,
     /// Handed to the recovery thread, which must not keep the slot alive.
@@ -109,15 +107,9 @@ impl Slot {
             engine: RwLock::new(Some(Arc::new(engine))),
             down: Mutex::new(None),
             recovering: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
             last_write: Mutex::new(Instant::now()),
             this: this.clone(),
         })
-    }
-
-    /// Whether the database was closed for good (not failed, and coming back).
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::SeqCst)
     }
 
     /// The database in service.
@@ -206,7 +198,6 @@ impl Slot {
     /// Takes the database out of service for good and waits until it is
     /// released (its file lock included).
     pub fn close(&self) -> Result<(), StoreError> {
-        self.closed.store(true, Ordering::SeqCst);
         let engine = self
             .engine
             .write()

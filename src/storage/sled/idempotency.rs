@@ -1,21 +1,23 @@
-//! Idempotency keys on sled. Answers are kept in one tree: written in the
-//! transaction of the change they answer where the route records them so
+//! Idempotency keys on sled. Answers are kept by the second they expire
+//! ([`super::answered`] says where to look): written in the transaction
+//! of the change they answer where the route records them so
 //! ([`crate::domain::change::Write::KeyAnswer`]), else on their own here,
 //! and flushed before the request is answered either way. Claims of
 //! requests running now are kept in memory only: one process has the data
 //! directory, and a claim lost in a crash is one that lapsed (the retry
 //! runs), which is what a written one would become. So a keyed request
 //! costs one write more than an unkeyed one, not two; and a key never seen
-//! costs no read ([`super::answered`]).
+//! costs no read.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use super::answered::{second, AnsweredScopes};
 use super::codec::{decode, encode};
-use super::keys::TreeName;
+use super::keys::{self, TreeName};
 use super::SledStore;
-use crate::domain::idempotency::{Begin, KeyRecord};
+use crate::domain::idempotency::{Begin, KeyRecord, StoredAnswer};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
 
@@ -41,8 +43,8 @@ impl Claims {
 
 impl SledStore {
     /// See [`crate::storage::Store::idempotency_begin`]. The stored answer
-    /// is looked up only when [`super::answered`] says there may be one,
-    /// and the look and the claim are one step under the claims' lock: a
+    /// is looked up where [`super::answered`] says there may be one, and
+    /// the look and the claim are one step under the claims' lock: a
     /// request that finds neither an answer nor a claim cannot miss one
     /// its twin recorded meanwhile (that twin noted the scope when it
     /// claimed it, under the same lock).
@@ -55,8 +57,25 @@ impl SledStore {
         now: Timestamp,
     ) -> Result<Begin, StoreError> {
         let mut running = self.claims.lock();
-        if self.answered.may_hold(&scope, now) {
-            if let Some(record) = self.stored_record(scope)?.filter(|record| record.live(now)) {
+        let lookups = self.answered.lookups(&scope, now);
+        let places = (lookups.expiring)
+            .map(|second| {
+                (
+                    TreeName::AnswersByExpiry,
+                    keys::answer(second, &scope).to_vec(),
+                )
+            })
+            .into_iter()
+            .chain(
+                lookups
+                    .by_scope
+                    .then(|| (TreeName::Idempotency, scope.to_vec())),
+            );
+        for (tree, key) in places {
+            if let Some(record) = self
+                .stored_record(tree, &key)?
+                .filter(|record| record.live(now))
+            {
                 return Ok(record.verdict(&fingerprint, now));
             }
         }
@@ -74,14 +93,9 @@ impl SledStore {
         Ok(Begin::Run)
     }
 
-    /// The record stored under `scope`, if any.
-    fn stored_record(&self, scope: [u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
-        let stored = self.read(|engine| {
-            engine
-                .tree(TreeName::Idempotency)
-                .get(scope)
-                .map_err(StoreError::engine)
-        })?;
+    /// The record stored in `tree` under `key`, if any.
+    fn stored_record(&self, tree: TreeName, key: &[u8]) -> Result<Option<KeyRecord>, StoreError> {
+        let stored = self.read(|engine| engine.tree(tree).get(key).map_err(StoreError::engine))?;
         stored.map(|bytes| decode(&bytes)).transpose()
     }
 
@@ -90,17 +104,20 @@ impl SledStore {
     pub async fn idempotency_answer(
         &self,
         scope: [u8; 32],
-        record: &KeyRecord,
+        fingerprint: [u8; 32],
+        answer: StoredAnswer,
+        expires: Timestamp,
     ) -> Result<(), StoreError> {
-        let bytes = encode(record)?;
+        let bytes = encode(&KeyRecord::answered(fingerprint, answer, expires))?;
+        let (tree, key) = answer_place(&self.answered, &scope, expires);
         let written = self.read(|engine| {
             engine
-                .tree(TreeName::Idempotency)
-                .insert(scope, bytes)
+                .tree(tree)
+                .insert(key, bytes)
                 .map(drop)
                 .map_err(StoreError::engine)
         });
-        self.release(scope, &record.fingerprint);
+        self.release(scope, &fingerprint);
         written?;
         self.durable().await
     }
@@ -121,19 +138,31 @@ impl SledStore {
         }
     }
 
-    /// See [`crate::storage::Store::idempotency_purge`].
+    /// See [`crate::storage::Store::idempotency_purge`]. Answers by
+    /// expiry are past in key order, and go without being read.
     pub fn idempotency_purge(&self, now: Timestamp, limit: usize) -> Result<usize, StoreError> {
         self.read(|engine| {
-            let tree = engine.tree(TreeName::Idempotency);
+            let by_expiry = engine.tree(TreeName::AnswersByExpiry);
             let mut purged = 0;
-            for entry in tree.iter() {
+            for key in by_expiry
+                .range(..second(now).to_be_bytes())
+                .keys()
+                .take(limit)
+            {
+                by_expiry
+                    .remove(key.map_err(StoreError::engine)?)
+                    .map_err(StoreError::engine)?;
+                purged += 1;
+            }
+            let by_scope = engine.tree(TreeName::Idempotency);
+            for entry in by_scope.iter() {
                 if purged >= limit {
                     break;
                 }
                 let (key, value) = entry.map_err(StoreError::engine)?;
                 let record: KeyRecord = decode(&value)?;
                 if !record.live(now)
-                    && tree
+                    && by_scope
                         .compare_and_swap(&key, Some(value), None::<&[u8]>)
                         .map_err(StoreError::engine)?
                         .is_ok()
@@ -143,5 +172,21 @@ impl SledStore {
             }
             Ok(purged)
         })
+    }
+}
+
+/// Where an answer of `scope` that expires at `expires` is stored, so that
+/// lookups find it: by its second of expiry, or else under its scope alone
+/// ([`AnsweredScopes::by_expiry`]).
+pub(super) fn answer_place(
+    answered: &AnsweredScopes,
+    scope: &[u8; 32],
+    expires: Timestamp,
+) -> (TreeName, Vec<u8>) {
+    if answered.by_expiry(scope, expires) {
+        let key = keys::answer(second(expires), scope);
+        (TreeName::AnswersByExpiry, key.to_vec())
+    } else {
+        (TreeName::Idempotency, scope.to_vec())
     }
 }

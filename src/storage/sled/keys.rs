@@ -43,14 +43,23 @@ pub enum TreeName {
     /// its delivery, so that a lookup by delivery id reads only its own
     DeliveryIds,
     /// idempotency scope (SHA-256 of token, organization and key) →
-    /// KeyRecord (`domain::idempotency`): an answer in its change's
-    /// transaction where the route records it so, else on its own
+    /// KeyRecord (`domain::idempotency`): the answers that
+    /// [`super::answered`] could not note (past its most entries), and
+    /// those stored before [`TreeName::AnswersByExpiry`]
     Idempotency,
+    /// second of expiry (u32, big-endian) | idempotency scope → KeyRecord:
+    /// each answer lands beside the one before it. Under the scope alone,
+    /// each landed in a leaf anywhere in the tree, which sled first read
+    /// and then copied: a third of a keyed request's extra cost. Found
+    /// through [`super::answered`], which notes each scope's second; an
+    /// answer in its change's transaction where the route records it so,
+    /// else on its own
+    AnswersByExpiry,
 }
 
 impl TreeName {
     /// Every tree in transaction-view order.
-    pub const ALL: [TreeName; 17] = [
+    pub const ALL: [TreeName; 18] = [
         TreeName::Users,
         TreeName::UserEmails,
         TreeName::Tokens,
@@ -68,6 +77,7 @@ impl TreeName {
         TreeName::Spills,
         TreeName::DeliveryIds,
         TreeName::Idempotency,
+        TreeName::AnswersByExpiry,
     ];
 
     /// The on-disk name; a layout change gets a new suffix.
@@ -90,6 +100,7 @@ impl TreeName {
             TreeName::Spills => "outbox_spills_v1",
             TreeName::DeliveryIds => "delivery_ids_v1",
             TreeName::Idempotency => "idempotency_v1",
+            TreeName::AnswersByExpiry => "idempotency_by_expiry_v1",
         }
     }
 
@@ -200,6 +211,14 @@ pub fn past_org(org: OrgId) -> Vec<u8> {
 /// [`TreeName::Outbox`] when a data directory of that layout is opened.
 pub const OUTBOX_V1: &str = "outbox_v1";
 
+/// Key of an answer in [`TreeName::AnswersByExpiry`].
+pub fn answer(expires_second: u32, scope: &[u8; 32]) -> [u8; 36] {
+    let mut key = [0u8; 36];
+    key[..4].copy_from_slice(&expires_second.to_be_bytes());
+    key[4..].copy_from_slice(scope);
+    key
+}
+
 /// Key of a token-id index entry.
 pub fn token_id(id: TokenId) -> [u8; 16] {
     *id.as_bytes()
@@ -240,9 +259,13 @@ mod tests {
                 "member_expiries_v1",
                 "outbox_spills_v1",
                 "delivery_ids_v1",
-                "idempotency_v1"
+                "idempotency_v1",
+                "idempotency_by_expiry_v1"
             ]
         );
+        let answer = answer(0x0102_0304, &[9; 32]);
+        assert_eq!(&answer[..4], &[1, 2, 3, 4], "by second of expiry first");
+        assert_eq!(&answer[4..], &[9; 32]);
         let tags: Vec<u8> = ResourceKind::ALL.iter().map(|k| kind_tag(*k)).collect();
         assert_eq!(tags, [1, 2, 3, 4, 5, 6, 7]);
         let org = OrgId::from_slice(&[1; 16]).unwrap_or_else(OrgId::generate);

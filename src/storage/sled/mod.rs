@@ -129,10 +129,11 @@ impl SledStore {
         seal_stored_secrets(&engine, key.as_ref())?;
         let room = Room::new(dir, tuning.min_free_mb);
         let spills = Spills::open(dir, room.clone(), &engine)?;
+        let answered = answered::AnsweredScopes::read(&engine, Timestamp::now())
+            .map(Arc::new)
+            .map_err(StoreError::engine)?;
         let slot = Slot::new(dir, tuning, engine);
         let committer = GroupCommit::start(slot.clone(), room.clone(), tuning.commit_window)?;
-        let answered = Arc::new(answered::AnsweredScopes::default());
-        answered.scan_in_background(Arc::downgrade(&slot));
         Ok(SledStore {
             slot,
             committer,
@@ -193,14 +194,14 @@ impl SledStore {
 
     /// See [`crate::storage::Store::commit`].
     pub async fn commit(&self, writes: Vec<Write>) -> Result<Vec<Write>, StoreError> {
-        let ops = prepare(&writes, self.key.as_ref(), &self.late)?;
+        let ops = prepare(&writes, self.key.as_ref(), &self.late, &self.answered)?;
         self.committer.commit(ops).await?;
         Ok(writes)
     }
 
     /// See [`crate::storage::Store::append`].
     pub fn append(&self, writes: &[Write]) -> Result<Durability, StoreError> {
-        let ops = prepare(writes, self.key.as_ref(), &self.late)?;
+        let ops = prepare(writes, self.key.as_ref(), &self.late, &self.answered)?;
         self.room.check(write::size_of(&ops))?;
         self.read(|engine| commit_to(&engine.trees, ops.iter()))?;
         self.slot.wrote();
@@ -227,7 +228,9 @@ impl SledStore {
             TreeName::Outbox,
             TreeName::DeliveryLog,
             TreeName::DeliveryIds,
-            // A keyed action's answer (`Write::KeyAnswer`).
+            // A keyed action's answer (`Write::KeyAnswer`), where
+            // `answered` finds it.
+            TreeName::AnswersByExpiry,
             TreeName::Idempotency,
         ];
         let key = keys::resource(org, T::KIND, id);
@@ -242,7 +245,7 @@ impl SledStore {
             };
             let (writes, outcome) = decide(current)
                 .map_err(|err| ConflictableTransactionError::Abort(Aborted::Decided(err)))?;
-            let ops = prepare(&writes, self.key.as_ref(), &self.late)
+            let ops = prepare(&writes, self.key.as_ref(), &self.late, &self.answered)
                 .map_err(|err| ConflictableTransactionError::Abort(Aborted::Store(err)))?;
             for op in &ops {
                 apply(views, op).map_err(lift)?;
@@ -820,12 +823,15 @@ mod tests {
         (org, owner, member)
     }
 
-    /// An answer stored before a restart is replayed after it: looked up
-    /// while the scan of stored answers runs, and once it is done, because
-    /// the scan noted it; a key never seen is then not looked up at all.
+    /// An answer stored before a restart is replayed after it, found by
+    /// its key's second of expiry, which the opening read noted; a key
+    /// never seen is then not looked up at all. An answer under its scope
+    /// alone (an earlier version's, or one the table had no room for) is
+    /// looked up there until it expires.
     #[tokio::test]
     async fn a_stored_answer_is_replayed_after_a_restart_and_a_new_key_is_not_looked_up() {
         use crate::domain::idempotency::{Begin, KeyRecord, StoredAnswer};
+        use answered::Lookups;
         let Some(dir) = tempfile::tempdir().ok() else {
             panic!("no temp dir");
         };
@@ -843,22 +849,41 @@ mod tests {
         let storage = open(dir.path());
         let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
         assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
-        let record = KeyRecord::answered(fingerprint, answer.clone(), expires);
-        assert!(storage.idempotency_answer(scope, &record).await.is_ok());
+        let answered = storage.idempotency_answer(scope, fingerprint, answer.clone(), expires);
+        assert!(answered.await.is_ok());
+        let stored = storage.read(|engine| {
+            let key = keys::answer(answered::second(expires), &scope);
+            engine
+                .tree(TreeName::AnswersByExpiry)
+                .get(key)
+                .map_err(StoreError::engine)
+        });
+        assert!(
+            matches!(stored, Ok(Some(_))),
+            "stored by its second of expiry"
+        );
+        // An earlier version's answer, under its scope alone.
+        let (old, old_answer) = (
+            [5; 32],
+            KeyRecord::answered([4; 32], answer.clone(), expires),
+        );
+        let written = storage.read(|engine| {
+            let bytes = codec::encode(&old_answer)?;
+            let tree = engine.tree(TreeName::Idempotency);
+            tree.insert(old, bytes).map_err(StoreError::engine)
+        });
+        assert!(written.is_ok());
         assert!(storage.close().is_ok());
 
         let storage = open(dir.path());
-        let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
-        assert!(
-            matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
-            "{begun:?}"
+        assert_eq!(
+            storage.answered.lookups(&scope, now),
+            Lookups {
+                expiring: Some(answered::second(expires)),
+                by_scope: true
+            },
+            "noted by the opening read, and an answer by scope is live"
         );
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !storage.answered.scanned_all() {
-            assert!(std::time::Instant::now() < deadline, "the scan did not end");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert!(storage.answered.may_hold(&scope, now), "noted by the scan");
         let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
         assert!(
             matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
@@ -866,16 +891,35 @@ mod tests {
         );
         let begun = storage.idempotency_begin(scope, [9; 32], until, expires, now);
         assert!(matches!(begun, Ok(Begin::Reused)), "{begun:?}");
-        let new = [6; 32];
+        let begun = storage.idempotency_begin(old, [4; 32], until, expires, now);
         assert!(
-            !storage.answered.may_hold(&new, now),
+            matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
+            "the earlier version's answer: {begun:?}"
+        );
+        let after = Timestamp(expires.millis() + 1);
+        assert_eq!(
+            storage.answered.lookups(&old, after),
+            Lookups::default(),
+            "past the last answer by scope, nothing is looked up"
+        );
+        let new = [6; 32];
+        assert_eq!(
+            storage.answered.lookups(&new, after),
+            Lookups::default(),
             "never seen: not looked up"
         );
         let begun = storage.idempotency_begin(new, fingerprint, until, expires, now);
         assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
-        assert!(storage.answered.may_hold(&new, now), "noted when claimed");
+        assert_eq!(
+            storage.answered.lookups(&new, now).expiring,
+            Some(answered::second(expires)),
+            "noted when claimed"
+        );
         let begun = storage.idempotency_begin(new, fingerprint, until, expires, now);
         assert!(matches!(begun, Ok(Begin::Running { .. })), "{begun:?}");
+        // Past their time, both are purged, each from its own tree.
+        let purged = storage.idempotency_purge(Timestamp(expires.millis() + 1000), 10);
+        assert_eq!(purged.ok(), Some(2));
         assert!(storage.close().is_ok());
     }
 

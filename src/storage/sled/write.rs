@@ -9,7 +9,9 @@ use ::sled::transaction::{
 };
 use ::sled::Transactional;
 
+use super::answered::AnsweredScopes;
 use super::codec::{decode, encode};
+use super::idempotency::answer_place;
 use super::keys::{self, TreeName};
 use super::late::LateRecords;
 use crate::domain::change::Write;
@@ -152,15 +154,17 @@ pub fn size_of<'o>(ops: impl IntoIterator<Item = &'o Op>) -> u64 {
 }
 
 /// The row operations of `writes`, in order; webhook secrets sealed with
-/// `key` when one is given.
+/// `key` when one is given, and idempotency answers where `answered` finds
+/// them.
 pub fn prepare<'w>(
     writes: impl IntoIterator<Item = &'w Write>,
     key: Option<&SealingKey>,
     late: &LateRecords,
+    answered: &AnsweredScopes,
 ) -> Result<Vec<Op>, StoreError> {
     let mut ops = Vec::new();
     for write in writes {
-        prepare_one(write, key, late, &mut ops)?;
+        prepare_one(write, key, late, answered, &mut ops)?;
     }
     Ok(ops)
 }
@@ -177,6 +181,7 @@ fn prepare_one(
     write: &Write,
     key: Option<&SealingKey>,
     late: &LateRecords,
+    answered: &AnsweredScopes,
     ops: &mut Vec<Op>,
 ) -> Result<(), StoreError> {
     use TreeName::*;
@@ -237,11 +242,10 @@ fn prepare_one(
                 hash.to_vec(),
             ));
         }
-        Write::KeyAnswer(answer) => ops.push(Op::Put(
-            Idempotency,
-            answer.scope.to_vec(),
-            encode(&answer.record())?,
-        )),
+        Write::KeyAnswer(answer) => {
+            let (tree, key) = answer_place(answered, &answer.scope, answer.expires);
+            ops.push(Op::Put(tree, key, encode(&answer.record())?));
+        }
     }
     Ok(())
 }
