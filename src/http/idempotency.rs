@@ -211,12 +211,15 @@ impl KeyedRoutes {
         KeyedRoutes { routes }
     }
 
-    /// Whether a request of `method` on `path` is one of them.
+    /// Whether a request of `method` on `path` is one of them. The path is
+    /// split once, not once per route.
     pub fn matches(&self, method: &Method, path: &str) -> bool {
+        let parts: Vec<&str> = segments(path).collect();
         self.routes.iter().any(|(m, template)| {
             m == method
-                && segments(path).count() == template.len()
-                && segments(path)
+                && parts.len() == template.len()
+                && parts
+                    .iter()
                     .zip(template)
                     .all(|(part, pattern)| pattern.starts_with('{') || part == pattern)
         })
