@@ -14,10 +14,12 @@
 //!   it is live only while its noted second has not passed: a scope whose
 //!   entry is missing or past has no live answer there, and nothing need be
 //!   removed when answers are purged.
-//! - Entries are keyed by the first 8 bytes of the scope (a SHA-256). Two
-//!   scopes that share them are one client's keys that it ground for it
-//!   (no one else can compute another token's scopes): the later one's
-//!   second replaces the earlier's, as when one scope is claimed again.
+//! - Entries are keyed by the first 8 bytes of the scope (a SHA-256): the
+//!   later of two scopes that share them replaces the earlier's second, as
+//!   when one scope is claimed again, and a retry of the earlier one runs
+//!   again. By chance that is one in 2^64 / n; on purpose, only a client
+//!   grinding its own keys can do it (a scope hashes the token, which no
+//!   one else has), to itself.
 //! - An answer whose scope could not be noted (past [`MOST`] entries) is
 //!   stored under its scope alone ([`TreeName::Idempotency`]), where those
 //!   of earlier versions are too; that tree is asked until the last of
@@ -108,11 +110,11 @@ impl AnsweredScopes {
         let from = second(now).to_be_bytes();
         for key in engine.tree(TreeName::AnswersByExpiry).range(from..).keys() {
             let key = key?;
-            if let (Ok(expires), Ok(scope)) = (
-                <[u8; 4]>::try_from(&key[..4.min(key.len())]),
-                <[u8; 32]>::try_from(&key[4.min(key.len())..]),
-            ) {
-                scopes.note_second(&scope, u32::from_be_bytes(expires), now);
+            let Some((expires, scope)) = key.split_at_checked(4) else {
+                continue;
+            };
+            if let (Ok(expires), Ok(scope)) = (<[u8; 4]>::try_from(expires), scope.try_into()) {
+                scopes.note_second(scope, u32::from_be_bytes(expires), now);
             }
         }
         let mut latest = i64::MIN;
@@ -157,18 +159,14 @@ impl AnsweredScopes {
     }
 
     /// `scope` may get an answer that expires at `expires`: noted before
-    /// anything is written under it.
+    /// anything is written under it (if there is room: else its answer is
+    /// stored by scope, see [`AnsweredScopes::by_expiry`]).
     pub fn note(&self, scope: &[u8; 32], expires: Timestamp, now: Timestamp) {
-        let noted = self.note_second(scope, second(expires), now);
-        if !noted && expires.millis() > now.millis() {
-            let mut state = self.lock();
-            state.by_scope_until = state.by_scope_until.max(expires.millis());
-        }
+        self.note_second(scope, second(expires), now);
     }
 
-    /// Notes `scope`'s second of expiry; whether it could.
-    fn note_second(&self, scope: &[u8; 32], expires: u32, now: Timestamp) -> bool {
-        self.lock().note(prefix(scope), expires, second(now))
+    fn note_second(&self, scope: &[u8; 32], expires: u32, now: Timestamp) {
+        self.lock().note(prefix(scope), expires, second(now));
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -177,9 +175,9 @@ impl AnsweredScopes {
 }
 
 impl State {
-    fn note(&mut self, prefix: [u8; 8], expires: u32, now: u32) -> bool {
+    fn note(&mut self, prefix: [u8; 8], expires: u32, now: u32) {
         if expires < now {
-            return false;
+            return;
         }
         let full = self.seconds.len() >= self.most;
         let swept_lately = now.saturating_sub(self.swept) < FULL_SWEEP_EVERY;
@@ -189,10 +187,9 @@ impl State {
             self.sweep_at = (self.seconds.len() * 2).clamp(1024.min(self.most), self.most);
         }
         if self.seconds.len() >= self.most && !self.seconds.contains_key(&prefix) {
-            return false;
+            return;
         }
         self.seconds.insert(prefix, expires);
-        true
     }
 }
 
