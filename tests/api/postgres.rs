@@ -1614,11 +1614,10 @@ fn idempotency_statements_find_their_rows_by_key_in_every_plan() {
                 &claim,
                 "Conflict Arbiter Indexes: idempotency_keys_pkey",
             ),
-            (
-                "read of held keys",
-                &held,
-                "Index Scan using idempotency_keys_pkey",
-            ),
+            // An index scan, or a bitmap scan of the same index for the
+            // one key (which the planner may prefer while the table is
+            // nearly empty): each row found by its key either way.
+            ("read of held keys", &held, "idempotency_keys_pkey"),
             (
                 "answer",
                 &answer,
@@ -1634,6 +1633,12 @@ fn idempotency_statements_find_their_rows_by_key_in_every_plan() {
                     plan.contains(way),
                     "{statement}, {table}, {mode}: rows found by key:\n{plan}"
                 );
+                if statement == "read of held keys" {
+                    assert!(
+                        plan.contains("Index Cond: (scope = a.scope)"),
+                        "{statement}, {table}, {mode}: each row found by its key:\n{plan}"
+                    );
+                }
             }
         }
     }
