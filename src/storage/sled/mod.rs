@@ -923,6 +923,71 @@ mod tests {
         assert!(storage.close().is_ok());
     }
 
+    /// A request whose claim lapsed and was taken over by a retry (with a
+    /// later expiry) may still record its answer: it is stored under its
+    /// scope alone, since the table now names the retry's second, and is
+    /// found there; the retry's own answer is then found by its second.
+    #[tokio::test]
+    async fn a_late_answer_of_a_lapsed_claim_is_stored_by_scope_and_found() {
+        use crate::domain::idempotency::{Begin, StoredAnswer};
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let storage = open(dir.path());
+        let now = Timestamp::now();
+        let lapsed = Timestamp(now.millis() - 1);
+        let (first, retry) = (
+            Timestamp(now.millis() + 3_600_000),
+            Timestamp(now.millis() + 3_700_000),
+        );
+        let until = Timestamp(now.millis() + 60_000);
+        let scope = [3; 32];
+        let answer = |status| StoredAnswer {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: b"{}".to_vec(),
+        };
+        let begun = storage.idempotency_begin(scope, [1; 32], lapsed, first, now);
+        assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
+        let begun = storage.idempotency_begin(scope, [2; 32], until, retry, now);
+        assert!(
+            matches!(begun, Ok(Begin::Run)),
+            "the lapsed claim taken over: {begun:?}"
+        );
+        let late = storage.idempotency_answer(scope, [1; 32], answer(201), first);
+        assert!(late.await.is_ok());
+        let in_tree = |tree, key: Vec<u8>| {
+            storage.read(|engine| engine.tree(tree).get(key).map_err(StoreError::engine))
+        };
+        assert!(matches!(
+            in_tree(TreeName::Idempotency, scope.to_vec()),
+            Ok(Some(_))
+        ));
+        let by_first = keys::answer(answered::second(first), &scope).to_vec();
+        assert!(matches!(
+            in_tree(TreeName::AnswersByExpiry, by_first),
+            Ok(None)
+        ));
+        let begun = storage.idempotency_begin(scope, [1; 32], until, retry, now);
+        assert!(
+            matches!(&begun, Ok(Begin::Replay(a)) if a.status == 201),
+            "the late answer, found by scope: {begun:?}"
+        );
+        let answered = storage.idempotency_answer(scope, [2; 32], answer(202), retry);
+        assert!(answered.await.is_ok());
+        let by_retry = keys::answer(answered::second(retry), &scope).to_vec();
+        assert!(matches!(
+            in_tree(TreeName::AnswersByExpiry, by_retry),
+            Ok(Some(_))
+        ));
+        let begun = storage.idempotency_begin(scope, [2; 32], until, retry, now);
+        assert!(
+            matches!(&begun, Ok(Begin::Replay(a)) if a.status == 202),
+            "the retry's answer, found by its second: {begun:?}"
+        );
+        assert!(storage.close().is_ok());
+    }
+
     /// Lapsed claims (requests whose client went away) are swept once
     /// more than `SWEEP_PAST` are held, and many claims running at once
     /// are not swept on every new one: the next sweep waits for twice
