@@ -373,7 +373,7 @@ fn scattered(n: u64) -> [u8; 32] {
 /// in one sled transaction into a tree that holds 100,000 already: keyed
 /// by their scope alone (each lands in a leaf anywhere in the tree), as
 /// before, against keyed by their second of expiry, then scope (each lands
-/// beside the last; 5,000 answers a second), as `storage::sled::answered`
+/// among its second's; 5,000 answers a second), as `storage::sled::answered`
 /// has them stored.
 fn answer_insert(c: &mut Criterion) {
     const HELD: u64 = 100_000;

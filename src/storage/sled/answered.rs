@@ -1,10 +1,10 @@
 //! Where an idempotency scope's live answer may be stored, kept in memory:
 //! answers are stored by the second they expire
-//! ([`TreeName::AnswersByExpiry`]), so that each lands beside the one
-//! before it, and this table says which second to look under. It also
-//! spares a key never seen before (nearly every keyed request) any lookup
-//! in sled: that lookup cost about 6 % of a keyed burst's events/s
-//! (BENCHMARKS.md).
+//! ([`TreeName::AnswersByExpiry`]), so that each lands among the answers
+//! of its second, not anywhere in the tree, and this table says which
+//! second to look under. It also spares a key never seen before (nearly
+//! every keyed request) any lookup in sled: that lookup cost about 6 % of
+//! a keyed burst's events/s (BENCHMARKS.md).
 //!
 //! - A scope is noted, with the second its answer would expire, when a
 //!   request claims it, before anything can be written under it; and when

@@ -48,7 +48,7 @@ pub enum TreeName {
     /// those stored before [`TreeName::AnswersByExpiry`]
     Idempotency,
     /// second of expiry (u32, big-endian) | idempotency scope → KeyRecord:
-    /// each answer lands beside the one before it. Under the scope alone,
+    /// each answer lands among those of its second. Under the scope alone,
     /// each landed in a leaf anywhere in the tree, which sled first read
     /// and then copied: a third of a keyed request's extra cost. Found
     /// through [`super::answered`], which notes each scope's second; an
