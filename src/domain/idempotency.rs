@@ -47,6 +47,19 @@ pub enum KeyState {
     },
 }
 
+/// A request's claim of its key, as the request knows it: what it drops
+/// when its answer is not kept ([`crate::storage::Store::idempotency_forget`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyClaim {
+    /// The SHA-256 of the token, the organization and the key.
+    pub scope: [u8; 32],
+    /// The SHA-256 of the request.
+    pub fingerprint: [u8; 32],
+    /// When the claim lapses: with the fingerprint, it tells this claim
+    /// from a later one of a retry of the same request.
+    pub until: Timestamp,
+}
+
 /// A request's answer recorded under its key's scope, as a write of the
 /// change it answers ([`crate::domain::change::Write::KeyAnswer`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

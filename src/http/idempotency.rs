@@ -43,7 +43,7 @@ use bytes::Bytes;
 
 use crate::domain::change::Write;
 use crate::domain::error::ApiError;
-use crate::domain::idempotency::{Begin, KeyAnswer, StoredAnswer};
+use crate::domain::idempotency::{Begin, KeyAnswer, KeyClaim, StoredAnswer};
 use crate::domain::input::Input;
 use crate::http::body::{read_input, ReadBody};
 use crate::http::credential::bearer_token;
@@ -69,8 +69,7 @@ const KEPT_HEADERS: [&str; 3] = ["content-type", "location", "etag"];
 /// [`respond_with`].
 #[derive(Clone, Debug)]
 pub struct Keyed {
-    scope: [u8; 32],
-    fingerprint: [u8; 32],
+    claim: KeyClaim,
     /// When the answer is forgotten.
     expires: Timestamp,
 }
@@ -79,8 +78,8 @@ impl Keyed {
     /// The write that records `answer` as this request's.
     pub fn record(&self, answer: StoredAnswer) -> Write {
         Write::KeyAnswer(Box::new(KeyAnswer {
-            scope: self.scope,
-            fingerprint: self.fingerprint,
+            scope: self.claim.scope,
+            fingerprint: self.claim.fingerprint,
             answer,
             expires: self.expires,
         }))
@@ -322,15 +321,16 @@ pub async fn idempotency(
         }
         Begin::Reused => return Ok(answer(req, ApiError::IdempotencyKeyReused.error_response())),
     }
-    req.extensions_mut().insert(Keyed {
+    let claim = KeyClaim {
         scope,
         fingerprint,
-        expires,
-    });
+        until,
+    };
+    req.extensions_mut().insert(Keyed { claim, expires });
     let response = match next.call(req).await {
         Ok(response) => response,
         Err(err) => {
-            let _ = ctx.store.idempotency_forget(scope, &fingerprint).await;
+            let _ = ctx.store.idempotency_forget(claim).await;
             return Err(err);
         }
     };
@@ -344,8 +344,8 @@ pub async fn idempotency(
     }
     let status = response.status();
     if !kept(status) || response.response().extensions().contains::<RevealsSecret>() {
-        if let Err(err) = ctx.store.idempotency_forget(scope, &fingerprint).await {
-            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's claim could not be dropped; a retry waits for it to lapse");
+        if let Err(err) = ctx.store.idempotency_forget(claim).await {
+            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's claim could not be dropped at once; a retry meets it until it is");
         }
         return Ok(response.map_into_left_body());
     }
@@ -354,7 +354,7 @@ pub async fn idempotency(
     let body = match to_bytes(body).await {
         Ok(body) => body,
         Err(_) => {
-            let _ = ctx.store.idempotency_forget(scope, &fingerprint).await;
+            let _ = ctx.store.idempotency_forget(claim).await;
             let failed = ApiError::internal(std::io::Error::other("the answer could not be read"));
             return Ok(ServiceResponse::new(request, failed.error_response()).map_into_right_body());
         }

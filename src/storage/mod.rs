@@ -476,19 +476,17 @@ impl Store {
         }
     }
 
-    /// Drops the claim on `scope` of the request with `fingerprint` (its
-    /// answer is not kept: a retry may run again).
-    pub async fn idempotency_forget(
-        &self,
-        scope: [u8; 32],
-        fingerprint: &[u8; 32],
-    ) -> Result<(), StoreError> {
+    /// Drops `claim` (its request's answer is not kept: a retry may run
+    /// again), unless the key is answered or claimed anew since. On
+    /// PostgreSQL a failed drop is tried again in the background, so that
+    /// a retry does not wait for the claim to lapse.
+    pub async fn idempotency_forget(&self, claim: idempotency::KeyClaim) -> Result<(), StoreError> {
         match self {
             Store::Sled(store) => {
-                store.idempotency_forget(scope, fingerprint);
+                store.idempotency_forget(claim);
                 Ok(())
             }
-            Store::Postgres(store) => store.idempotency_forget(scope, fingerprint).await,
+            Store::Postgres(store) => store.idempotency_forget(claim).await,
         }
     }
 
@@ -498,7 +496,7 @@ impl Store {
     /// PostgreSQL the answer replaced the claim's row.
     pub fn idempotency_answered(&self, scope: [u8; 32], fingerprint: &[u8; 32]) {
         if let Store::Sled(store) = self {
-            store.idempotency_forget(scope, fingerprint);
+            store.idempotency_answered(scope, fingerprint);
         }
     }
 

@@ -73,6 +73,8 @@ async fn the_load_tool_runs_every_scenario_and_loses_nothing() {
         assert_eq!(burst["delivered"], 300, "{scenario}: {burst}");
         assert_eq!(burst["lost"], 0, "{scenario}: {burst}");
         assert_eq!(burst["duplicates"], 0, "{scenario}: {burst}");
+        assert_eq!(burst["strays"], 0, "{scenario}: {burst}");
+        assert_eq!(burst["retried"], 0, "{scenario}: {burst}");
         assert_eq!(burst["bad_signatures"], 0, "{scenario}: {burst}");
     }
 }
@@ -157,6 +159,7 @@ async fn on_two_postgres_nodes_the_burst_loses_nothing_and_reports_its_cost_per_
     assert_eq!(burst["accepted"], 300, "{burst}");
     assert_eq!(burst["delivered"], 300, "{burst}");
     assert_eq!(burst["lost"], 0, "{burst}");
+    assert_eq!(burst["strays"], 0, "{burst}");
     assert_eq!(burst["bad_signatures"], 0, "{burst}");
     let cost = &results["burst_cost"];
     assert!(

@@ -151,90 +151,111 @@ async fn the_database_itself_keeps_owner_immutable_and_member_undeletable() {
 }
 
 /// A TCP proxy to PostgreSQL that can cut every connection and refuse new
-/// ones, then let them through again; or mute the server once a client
-/// sends given bytes: what clients send still arrives, what the server
-/// answers is dropped.
+/// ones, then let them through again; mute the server once a client sends
+/// given bytes (what clients send still arrives, what the server answers
+/// is dropped); or cut everything once a client sends given bytes, which
+/// never arrive.
 struct Proxy {
     port: u16,
-    open: Arc<AtomicBool>,
-    muted: Arc<Muting>,
-    connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    faults: Arc<Faults>,
+}
+
+/// What the proxy does to its connections now, shared with each relay.
+#[derive(Default)]
+struct Faults {
+    /// New connections are refused and the relays gone.
+    closed: AtomicBool,
+    /// The server's answers are dropped.
+    muted: AtomicBool,
+    /// Mute once a client sends these bytes.
+    mute_after: Mutex<Option<Vec<u8>>>,
+    /// Cut once a client is about to send these bytes (they are dropped).
+    cut_before: Mutex<Option<Vec<u8>>>,
+    /// The relays, to cut.
+    connections: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl Faults {
+    fn cut(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        for connection in self.connections.lock().expect("tracked").drain(..) {
+            connection.abort();
+        }
+    }
+
+    /// A client sends `bytes`: whether they may go on to the server.
+    fn sending(&self, bytes: &[u8]) -> bool {
+        let holds = |pattern: &Mutex<Option<Vec<u8>>>| {
+            pattern
+                .lock()
+                .expect("pattern")
+                .as_deref()
+                .is_some_and(|pattern| bytes.windows(pattern.len()).any(|window| window == pattern))
+        };
+        if holds(&self.cut_before) {
+            self.cut();
+            return false;
+        }
+        if holds(&self.mute_after) {
+            self.muted.store(true, Ordering::SeqCst);
+        }
+        true
+    }
 }
 
 impl Proxy {
     async fn start(upstream: String) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
-        let open = Arc::new(AtomicBool::new(true));
-        let muted = Arc::new(Muting::default());
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let (is_open, is_muted, tracked) = (open.clone(), muted.clone(), connections.clone());
+        let faults = Arc::new(Faults::default());
+        let shared = faults.clone();
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                if !is_open.load(Ordering::SeqCst) {
+                if shared.closed.load(Ordering::SeqCst) {
                     continue; // dropped: the connection is refused
                 }
-                let (upstream, muted) = (upstream.clone(), is_muted.clone());
+                let (upstream, faults) = (upstream.clone(), shared.clone());
                 let task = tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(&upstream).await {
-                        relay(client, server, muted).await;
+                        relay(client, server, faults).await;
                     }
                 });
-                tracked.lock().expect("tracked").push(task.abort_handle());
+                shared
+                    .connections
+                    .lock()
+                    .expect("tracked")
+                    .push(task.abort_handle());
             }
         });
-        Proxy {
-            port,
-            open,
-            muted,
-            connections,
-        }
+        Proxy { port, faults }
     }
 
     fn cut(&self) {
-        self.open.store(false, Ordering::SeqCst);
-        for connection in self.connections.lock().expect("tracked").drain(..) {
-            connection.abort();
-        }
+        self.faults.cut();
     }
 
     fn restore(&self) {
-        *self.muted.after.lock().expect("muting") = None;
-        self.muted.now.store(false, Ordering::SeqCst);
-        self.open.store(true, Ordering::SeqCst);
+        *self.faults.mute_after.lock().expect("pattern") = None;
+        *self.faults.cut_before.lock().expect("pattern") = None;
+        self.faults.muted.store(false, Ordering::SeqCst);
+        self.faults.closed.store(false, Ordering::SeqCst);
     }
 
     /// The server's answers are dropped once a client sends `bytes` (until
     /// restored).
     fn mute_after(&self, bytes: &[u8]) {
-        *self.muted.after.lock().expect("muting") = Some(bytes.to_vec());
+        *self.faults.mute_after.lock().expect("pattern") = Some(bytes.to_vec());
+    }
+
+    /// Every connection is cut once a client is about to send `bytes`,
+    /// which never reach the server (until restored).
+    fn cut_before(&self, bytes: &[u8]) {
+        *self.faults.cut_before.lock().expect("pattern") = Some(bytes.to_vec());
     }
 }
 
-/// When the proxy drops the server's answers.
-#[derive(Default)]
-struct Muting {
-    /// Dropped now.
-    now: AtomicBool,
-    /// Dropped once a client sends these bytes.
-    after: Mutex<Option<Vec<u8>>>,
-}
-
-impl Muting {
-    /// A client sent `bytes`.
-    fn sent(&self, bytes: &[u8]) {
-        let after = self.after.lock().expect("muting");
-        if let Some(pattern) = after.as_deref() {
-            if bytes.windows(pattern.len()).any(|window| window == pattern) {
-                self.now.store(true, Ordering::SeqCst);
-            }
-        }
-    }
-}
-
-/// Relays `client` to `server` and back, dropping the server's bytes while
-/// `muted`.
-async fn relay(client: TcpStream, server: TcpStream, muted: Arc<Muting>) {
+/// Relays `client` to `server` and back, as `faults` say.
+async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut client_reads, mut client_writes) = client.into_split();
     let (mut server_reads, mut server_writes) = server.into_split();
@@ -245,7 +266,9 @@ async fn relay(client: TcpStream, server: TcpStream, muted: Arc<Muting>) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            muted.sent(&buffer[..n]);
+            if !faults.sending(&buffer[..n]) {
+                return;
+            }
             if server_writes.write_all(&buffer[..n]).await.is_err() {
                 return;
             }
@@ -258,7 +281,7 @@ async fn relay(client: TcpStream, server: TcpStream, muted: Arc<Muting>) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            let muted = muted.now.load(Ordering::SeqCst);
+            let muted = faults.muted.load(Ordering::SeqCst);
             if !muted && client_writes.write_all(&buffer[..n]).await.is_err() {
                 return;
             }
@@ -1152,6 +1175,87 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
     assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1));
 }
 
+/// Issue 31 under issue 30's blips: a keyed create's claim is recorded,
+/// then the request fails with 503 and its claim cannot be dropped at that
+/// moment (no connection). Twice: the connection cut just as the create's
+/// commit was to be sent (nothing made), and the claim's own answer lost
+/// (the claim recorded, the request refused before it ran). Once the
+/// database is back, the node drops each such claim: the client's retry
+/// runs within seconds of readiness, once, instead of meeting 409
+/// IDEMPOTENCY_KEY_IN_PROGRESS until the claim lapses a minute later.
+#[actix_web::test]
+async fn a_claim_left_by_a_503_is_dropped_once_the_database_is_back() {
+    let Some((app, proxy, _database)) = behind_proxy("postgres::claim_left", "2000").await else {
+        return;
+    };
+    let org = app.org("free").await;
+    let tasks = org.path("/tasks");
+    let keyed = |title: &'static str, key: &'static str| {
+        let (app, tasks, org) = (&app, &tasks, &org);
+        move || {
+            create_task_keyed(
+                &app.client,
+                &app.address,
+                tasks,
+                &org.owner_token,
+                (title, key),
+            )
+        }
+    };
+
+    // The commit never reaches the database.
+    let commit_cut = keyed("commit never sent", "commit-cut");
+    proxy.cut_before(b"commit never sent");
+    commit_cut().await.problem(503, "STORAGE_UNAVAILABLE");
+    proxy.restore();
+    retried_within_seconds_of_readiness(&app, &commit_cut).await;
+
+    // The claim is recorded, and its answer lost.
+    let claim_lost = keyed("claim answer lost", "claim-lost");
+    let scope = key_scope(&org.owner_token, &org.id, "claim-lost");
+    answer_lost(&proxy, &app, &scope, &claim_lost).await;
+    retried_within_seconds_of_readiness(&app, &claim_lost).await;
+
+    let listed = app.get(&tasks, &org.owner_token).await.expect(200).json();
+    let mut titles: Vec<&str> = listed["items"]
+        .as_array()
+        .map(|items| items.iter().filter_map(|t| t["title"].as_str()).collect())
+        .unwrap_or_default();
+    titles.sort_unstable();
+    assert_eq!(
+        titles,
+        ["claim answer lost", "commit never sent"],
+        "each made once"
+    );
+}
+
+/// Waits for `app` to be ready, then for `keyed` to run (not replayed)
+/// within 5 s of that, then sees it replayed.
+async fn retried_within_seconds_of_readiness<F, Fut>(app: &TestApp, keyed: &F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Reply>,
+{
+    let ready = eventually(Duration::from_secs(20), "ready again", || async {
+        (readyz(app).await.status == 200).then(std::time::Instant::now)
+    })
+    .await;
+    let left = Duration::from_secs(5).saturating_sub(ready.elapsed());
+    runs_once_back_then_replays(left, keyed).await;
+}
+
+/// Where the middleware keeps a key: the SHA-256 of the token's SHA-256,
+/// the organization and the key (`http::idempotency::scope`), as sent in
+/// the claim statement.
+fn key_scope(token: &str, org: &str, key: &str) -> Vec<u8> {
+    let mut text = rolecall::secrets::sha256(token.as_bytes()).to_vec();
+    text.push(0);
+    text.extend_from_slice(org.as_bytes());
+    text.push(0);
+    text.extend_from_slice(key.as_bytes());
+    rolecall::secrets::sha256(&text).to_vec()
+}
+
 /// A server on a fresh database of its own, with the database's URL and
 /// what keeps the database (dropped with it).
 async fn app_on_database(test: &str) -> Option<(TestApp, String, (Engine, tempfile::TempDir))> {
@@ -1538,7 +1642,8 @@ fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
 }
 
 /// Issue 31: the idempotency keys' claim and answer statements, each
-/// shared by a batch of requests, find their rows by key in the plan
+/// shared by a batch of requests, and the drop of failed requests'
+/// claims, find their rows by key in the plan
 /// PostgreSQL keeps and in a plan for the arguments at hand (each in the
 /// session it runs with), with the
 /// table analyzed full, analyzed empty then filled, and nearly empty, as
@@ -1608,6 +1713,13 @@ fn idempotency_statements_find_their_rows_by_key_in_every_plan() {
                  ARRAY['[]', '[]'], ARRAY['\\x00'::bytea, '\\x00'::bytea]"
             ),
         );
+        let drop = plans_of(
+            &url,
+            BACKGROUND_SESSION,
+            "bytea[], bytea[], timestamptz[]",
+            rolecall::storage::postgres::IDEMPOTENCY_FORGET_SQL,
+            &format!("{scopes}, {fingerprints}, ARRAY[now(), now()]"),
+        );
         for (statement, plans, way) in [
             (
                 "claim",
@@ -1623,6 +1735,11 @@ fn idempotency_statements_find_their_rows_by_key_in_every_plan() {
                 &answer,
                 "Conflict Arbiter Indexes: idempotency_keys_pkey",
             ),
+            (
+                "drop of failed requests' claims",
+                &drop,
+                "idempotency_keys_pkey",
+            ),
         ] {
             for (mode, plan) in plans {
                 assert!(
@@ -1633,7 +1750,7 @@ fn idempotency_statements_find_their_rows_by_key_in_every_plan() {
                     plan.contains(way),
                     "{statement}, {table}, {mode}: rows found by key:\n{plan}"
                 );
-                if statement == "read of held keys" {
+                if statement == "read of held keys" || statement.starts_with("drop") {
                     assert!(
                         plan.contains("Index Cond: (scope = a.scope)"),
                         "{statement}, {table}, {mode}: each row found by its key:\n{plan}"

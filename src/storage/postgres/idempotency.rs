@@ -20,7 +20,7 @@ use super::connect::{IoThread, BACKGROUND_SESSION};
 use super::rows::{self, stamp, time};
 use super::transact::Database;
 use super::PgStore;
-use crate::domain::idempotency::{Begin, KeyRecord, KeyState, StoredAnswer};
+use crate::domain::idempotency::{Begin, KeyClaim, KeyRecord, KeyState, StoredAnswer};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
 
@@ -58,6 +58,20 @@ pub const HELD_SQL: &str = "SELECT k.scope, k.fingerprint, k.answered, k.live_un
        FROM unnest((SELECT $1::bytea[])) AS a (scope) \
       CROSS JOIN LATERAL (SELECT * FROM idempotency_keys k WHERE k.scope = a.scope LIMIT 1) k";
 
+/// Drops the claims of requests whose answers are not kept, each only
+/// while it is still that request's (its fingerprint and its end): a drop
+/// that comes late cannot free a claim that a retry of the request holds
+/// now. Each row is found by its key as in [`HELD_SQL`] and deleted by its
+/// tuple id, so a row changed meanwhile (answered, or claimed anew) is
+/// left alone. It runs without sequential scans, as [`HELD_SQL`] does.
+pub const FORGET_SQL: &str = "DELETE FROM idempotency_keys WHERE ctid = ANY (ARRAY( \
+       SELECT k.ctid \
+         FROM unnest((SELECT $1::bytea[]), (SELECT $2::bytea[]), (SELECT $3::timestamptz[])) \
+              AS a (scope, fingerprint, until) \
+        CROSS JOIN LATERAL (SELECT ctid, fingerprint, live_until, answered \
+                              FROM idempotency_keys k WHERE k.scope = a.scope LIMIT 1) k \
+        WHERE k.fingerprint = a.fingerprint AND k.live_until = a.until AND NOT k.answered))";
+
 /// A request's claim of its key, and where its verdict goes.
 struct Claim {
     scope: [u8; 32],
@@ -80,12 +94,15 @@ struct AnswerRow {
     expires: Timestamp,
 }
 
-/// The pauses before each new try of a batch of answers that failed:
-/// about 30 s in all, within the claim's minute for requests that ran less
-/// than half of it (past the claim, a retry of the request may run it
-/// again). Its requests are answered meanwhile
-/// (their changes are made); only their replays wait for it.
-const ANSWERED_AGAIN_AFTER: [Duration; 5] = [
+/// The pauses before each new try, in the background, of a statement that
+/// failed while a retry of its requests depends on it: about 30 s in all,
+/// within the claim's minute. A batch of answers (for requests that ran
+/// less than half of the minute: past their claims, a retry may run them
+/// again), whose requests are answered meanwhile (their changes are made)
+/// and only their replays wait for it; or the drop of claims of requests
+/// that failed, so that their retries run within seconds of the
+/// database's return instead of meeting 409 until the claims lapse.
+const AGAIN_AFTER: [Duration; 5] = [
     Duration::from_secs(1),
     Duration::from_secs(2),
     Duration::from_secs(4),
@@ -102,8 +119,15 @@ pub struct Keys {
 
 impl Keys {
     /// Starts the claiming and answering tasks on `io`, each statement
-    /// waiting up to `window` for more requests when the node is busy.
-    pub fn start(io: &IoThread, database: Database, window: Duration) -> Self {
+    /// waiting up to `window` for more requests when the node is busy;
+    /// claims that a failed statement may have left are dropped on
+    /// `background`.
+    pub fn start(
+        io: &IoThread,
+        database: Database,
+        background: Database,
+        window: Duration,
+    ) -> Self {
         let shape = batcher::Shape {
             in_flight: IN_FLIGHT,
             most: MOST_AT_ONCE,
@@ -111,8 +135,8 @@ impl Keys {
         };
         let claiming = database.clone();
         let claims = batcher::start(io, shape, move |batch| {
-            let database = claiming.clone();
-            async move { claim_batch(&database, batch).await }
+            let (database, background) = (claiming.clone(), background.clone());
+            async move { claim_batch(&database, background, batch).await }
         });
         let answers = batcher::start(io, shape, move |batch| {
             let database = database.clone();
@@ -162,21 +186,15 @@ impl PgStore {
         batcher::ask(&self.keys.answers, |recorded| Answer { row, recorded }).await
     }
 
-    /// See [`crate::storage::Store::idempotency_forget`].
-    pub async fn idempotency_forget(
-        &self,
-        scope: [u8; 32],
-        fingerprint: &[u8; 32],
-    ) -> Result<(), StoreError> {
-        self.database
-            .query(
-                "forgetting an idempotency key",
-                "DELETE FROM idempotency_keys WHERE scope = $1 AND fingerprint = $2 \
-                 AND NOT answered",
-                &[&scope.as_slice(), &fingerprint.as_slice()],
-            )
-            .await
-            .map(drop)
+    /// See [`crate::storage::Store::idempotency_forget`]: at once on the
+    /// request's connections; when that fails, again in the background.
+    pub async fn idempotency_forget(&self, claim: KeyClaim) -> Result<(), StoreError> {
+        let dropped = drop_claims(&self.database, &[claim]).await;
+        if dropped.is_err() {
+            self.io
+                .spawn(drop_claims_later(self.background.clone(), vec![claim]));
+        }
+        dropped
     }
 
     /// See [`crate::storage::Store::idempotency_purge`]: on the background
@@ -208,14 +226,24 @@ impl PgStore {
 
 /// Serves a batch of claims with one statement (two when some of its
 /// keys are held).
-async fn claim_batch(database: &Database, batch: Vec<Claim>) {
+async fn claim_batch(database: &Database, background: Database, batch: Vec<Claim>) {
     // Each scope once: an insert may not touch a row twice (the batch's
     // later requests of a scope are judged by [`verdicts`]).
     let mut seen = HashSet::with_capacity(batch.len());
     let firsts: Vec<&Claim> = batch.iter().filter(|c| seen.insert(c.scope)).collect();
     let mut found = match claim_scopes(database, &firsts).await {
         Ok(claimed) => claimed,
-        Err(err) => return batcher::fail_all(batch.into_iter().map(|claim| claim.verdict), err),
+        Err(err) => {
+            // The statement may have run, its answer lost: its claims
+            // would hold their keys for a minute, for requests refused.
+            let claims = firsts.iter().map(|claim| KeyClaim {
+                scope: claim.scope,
+                fingerprint: claim.fingerprint,
+                until: claim.until,
+            });
+            tokio::spawn(drop_claims_later(background, claims.collect()));
+            return batcher::fail_all(batch.into_iter().map(|claim| claim.verdict), err);
+        }
     };
     let held: Vec<&[u8]> = firsts
         .iter()
@@ -333,6 +361,58 @@ fn verdicts(
         .collect()
 }
 
+/// Runs [`FORGET_SQL`] for `claims` on `database`, without sequential
+/// scans whatever its sessions' settings. Its answer lost, it may be run
+/// again: it drops each claim only while it is its request's.
+async fn drop_claims(database: &Database, claims: &[KeyClaim]) -> Result<(), StoreError> {
+    let scopes: Vec<&[u8]> = claims.iter().map(|c| c.scope.as_slice()).collect();
+    let fingerprints: Vec<&[u8]> = claims.iter().map(|c| c.fingerprint.as_slice()).collect();
+    let untils: Vec<SystemTime> = claims.iter().map(|c| time(c.until)).collect();
+    database
+        .query_planned_with(
+            "dropping idempotency keys' claims",
+            BACKGROUND_SESSION,
+            FORGET_SQL,
+            &[&scopes, &fingerprints, &untils],
+        )
+        .await
+        .map(drop)
+}
+
+/// Drops `claims` in the background ([`again_later`]).
+async fn drop_claims_later(background: Database, claims: Vec<KeyClaim>) {
+    again_later(
+        claims.len(),
+        "idempotency keys' claims of failed requests dropped after a failed try",
+        "idempotency keys' claims of failed requests could not be dropped; their retries wait for them to lapse",
+        || drop_claims(&background, &claims),
+    )
+    .await;
+}
+
+/// Runs `statement` (about `rows` rows) after each pause of
+/// [`AGAIN_AFTER`] until it succeeds, and logs `done`, or `given_up` with
+/// the last error.
+async fn again_later<F>(rows: usize, done: &str, given_up: &str, statement: impl Fn() -> F)
+where
+    F: std::future::Future<Output = Result<(), StoreError>>,
+{
+    let mut last = None;
+    for pause in AGAIN_AFTER {
+        tokio::time::sleep(pause).await;
+        match statement().await {
+            Ok(()) => {
+                tracing::info!(rows, "{done}");
+                return;
+            }
+            Err(err) => last = Some(err),
+        }
+    }
+    if let Some(err) = last {
+        tracing::warn!(rows, error = %crate::telemetry::cause_chain(&err), "{given_up}");
+    }
+}
+
 /// Records a batch of answers with one statement; when that fails, tells
 /// their requests so and goes on trying in the background, so that a
 /// connection cut at that moment costs no replay.
@@ -352,23 +432,13 @@ async fn answer_batch(database: &Database, batch: Vec<Answer>) {
     batcher::fail_all(recorded, err);
     let database = database.clone();
     tokio::spawn(async move {
-        let mut last = None;
-        for pause in ANSWERED_AGAIN_AFTER {
-            tokio::time::sleep(pause).await;
-            match record_answers(&database, &rows).await {
-                Ok(()) => {
-                    tracing::info!(
-                        answers = rows.len(),
-                        "idempotency keys' answers recorded after a failed try"
-                    );
-                    return;
-                }
-                Err(err) => last = Some(err),
-            }
-        }
-        if let Some(err) = last {
-            tracing::warn!(answers = rows.len(), error = %crate::telemetry::cause_chain(&err), "idempotency keys' answers could not be recorded; a retry of their requests runs again once their claims lapse");
-        }
+        again_later(
+            rows.len(),
+            "idempotency keys' answers recorded after a failed try",
+            "idempotency keys' answers could not be recorded; a retry of their requests runs again once their claims lapse",
+            || record_answers(&database, &rows),
+        )
+        .await;
     });
 }
 

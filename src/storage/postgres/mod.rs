@@ -48,7 +48,7 @@ pub use connect::{with_database, Settings, BACKGROUND_SESSION};
 pub use handed::{Handed, HANDED};
 pub use idempotency::{
     ANSWER_SQL as IDEMPOTENCY_ANSWER_SQL, CLAIM_SQL as IDEMPOTENCY_CLAIM_SQL,
-    HELD_SQL as IDEMPOTENCY_HELD_SQL,
+    FORGET_SQL as IDEMPOTENCY_FORGET_SQL, HELD_SQL as IDEMPOTENCY_HELD_SQL,
 };
 pub use import::Import;
 pub use leases::{
@@ -151,7 +151,7 @@ impl PgStore {
         let window = settings.batch_window;
         let committer = GroupCommit::start(&io, database.clone(), key.clone(), in_flight, window);
         let checks = checks::Checks::start(&io, database.clone(), window);
-        let keys = idempotency::Keys::start(&io, database.clone(), window);
+        let keys = idempotency::Keys::start(&io, database.clone(), background.clone(), window);
         let upkeep = upkeep::LogUpkeep::start(&io, background.clone());
         Ok(PgStore {
             database,

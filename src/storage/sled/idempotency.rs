@@ -17,7 +17,7 @@ use super::answered::{second, AnsweredScopes};
 use super::codec::{decode, encode};
 use super::keys::{self, TreeName};
 use super::SledStore;
-use crate::domain::idempotency::{Begin, KeyRecord, StoredAnswer};
+use crate::domain::idempotency::{Begin, KeyClaim, KeyRecord, StoredAnswer};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
 
@@ -117,18 +117,28 @@ impl SledStore {
                 .map(drop)
                 .map_err(StoreError::engine)
         });
-        self.release(scope, &fingerprint);
+        self.idempotency_answered(scope, &fingerprint);
         written?;
         self.durable().await
     }
 
-    /// See [`crate::storage::Store::idempotency_forget`].
-    pub fn idempotency_forget(&self, scope: [u8; 32], fingerprint: &[u8; 32]) {
-        self.release(scope, fingerprint);
+    /// See [`crate::storage::Store::idempotency_forget`]: only while the
+    /// claim is still `claim` (a request that outlived its claim does not
+    /// drop the claim of a retry that took it over).
+    pub fn idempotency_forget(&self, claim: KeyClaim) {
+        let mut running = self.claims.lock();
+        if running
+            .get(&claim.scope)
+            .is_some_and(|record| *record == KeyRecord::running(claim.fingerprint, claim.until))
+        {
+            running.remove(&claim.scope);
+        }
     }
 
-    /// Drops the claim on `scope` if it is the request's of `fingerprint`.
-    fn release(&self, scope: [u8; 32], fingerprint: &[u8; 32]) {
+    /// See [`crate::storage::Store::idempotency_answered`]: drops the claim
+    /// on `scope` if it is the request's of `fingerprint` (its answer is
+    /// recorded, and lookups find that first).
+    pub fn idempotency_answered(&self, scope: [u8; 32], fingerprint: &[u8; 32]) {
         let mut running = self.claims.lock();
         if running
             .get(&scope)

@@ -257,6 +257,13 @@ pub struct BurstResult {
     pub lost: u64,
     /// Receipts of a delivery id already received.
     pub duplicates: u64,
+    /// Distinct events delivered of tasks no creation was answered 201
+    /// for: a creation that failed (or was given up) after its change was
+    /// made, which a keyed client's retry would have had replayed.
+    pub strays: u64,
+    /// Keyed creations sent again with their key after a 409, a 503 or a
+    /// failed connection (see [`BurstPlan::keyed`]).
+    pub retried: u64,
     /// Deliveries whose signature did not verify.
     pub bad_signatures: u64,
 }
@@ -274,8 +281,21 @@ pub struct BurstPlan {
     pub rate: f64,
     /// Every n-th request goes to the hanging org instead (0: none).
     pub hanging_every: usize,
-    /// Each creation carries an `Idempotency-Key` of its own.
+    /// Each creation carries an `Idempotency-Key` of its own, and is sent
+    /// again with it, as a client would, after a 409 (its first try still
+    /// running), a 503 or a failed connection: every second for up to
+    /// [`KEYED_RETRIES_FOR`].
     pub keyed: bool,
+}
+
+/// How long a keyed creation is tried again before it counts as an error:
+/// longer than a claim's minute, so that a claim left behind shows as
+/// slow requests, not errors.
+const KEYED_RETRIES_FOR: Duration = Duration::from_secs(90);
+
+/// Whether a keyed creation's answer asks for a retry with the same key.
+fn retry_keyed<B, T>(result: &Result<(u16, B, T), String>) -> bool {
+    matches!(result, Ok((409 | 503, _, _)) | Err(_))
 }
 
 /// Creates tasks over the fixture's orgs and waits for their deliveries.
@@ -304,10 +324,12 @@ pub async fn burst(
     let mut created = HashSet::new();
     let mut errors = Errors::new();
     let mut answered = Vec::new();
-    for (part_created, part_errors, part_answered) in parts {
+    let mut retried = 0;
+    for (part_created, part_errors, part_answered, part_retried) in parts {
         created.extend(part_created);
         merge_errors(&mut errors, part_errors);
         answered.extend(part_answered);
+        retried += part_retried;
     }
     let wait_until = Instant::now() + Duration::from_secs(30 + created.len() as u64 / 500);
     while Instant::now() < wait_until && delivered_ids(sink, &created) < created.len() {
@@ -315,13 +337,15 @@ pub async fn burst(
     }
     let mut result = summarize(sink, &created, errors, sending, started);
     result.request_ms = Percentiles::of(answered);
+    result.retried = retried;
     Ok(result)
 }
 
 /// One client thread's share of a burst: `concurrency` loops taking the
 /// next event number from `next` until the plan is done. Answers the ids of
-/// the healthy orgs' created tasks, the errors, and how long each request
-/// took (ms).
+/// the healthy orgs' created tasks, the errors, how long each creation
+/// took (ms; a keyed one's retries included), and how many keyed retries
+/// were sent.
 async fn create_loops(
     target: &Target,
     fixture: &Fixture,
@@ -330,11 +354,12 @@ async fn create_loops(
     next: &AtomicUsize,
     started: Instant,
     bar: &ProgressBar,
-) -> (HashSet<String>, Errors, Vec<f64>) {
+) -> (HashSet<String>, Errors, Vec<f64>, u64) {
     let total = plan.events + plan.events.checked_div(plan.hanging_every).unwrap_or(0);
     let created = RefCell::new(HashSet::new());
     let errors = RefCell::new(Errors::new());
     let answered = RefCell::new(Vec::new());
+    let retried = RefCell::new(0);
     let loops = (0..concurrency).map(|_| async {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -356,15 +381,16 @@ async fn create_loops(
             let asked = Instant::now();
             let path = format!("/organizations/{org}/tasks");
             let key = plan.keyed.then(|| format!("load-{i}"));
-            let result = target
-                .call_keyed(
-                    Method::POST,
-                    &path,
-                    &fixture.owner_token,
-                    Some(&body),
-                    key.as_deref(),
-                )
-                .await;
+            let send = || {
+                let (path, body, key) = (&path, &body, key.as_deref());
+                target.call_keyed(Method::POST, path, &fixture.owner_token, Some(body), key)
+            };
+            let mut result = send().await;
+            while key.is_some() && retry_keyed(&result) && asked.elapsed() < KEYED_RETRIES_FOR {
+                actix_web::rt::time::sleep(Duration::from_secs(1)).await;
+                *retried.borrow_mut() += 1;
+                result = send().await;
+            }
             answered
                 .borrow_mut()
                 .push(asked.elapsed().as_secs_f64() * 1000.0);
@@ -381,7 +407,12 @@ async fn create_loops(
         }
     });
     futures_util::future::join_all(loops).await;
-    (created.take(), errors.take(), answered.take())
+    (
+        created.take(),
+        errors.take(),
+        answered.take(),
+        retried.take(),
+    )
 }
 
 fn delivered_ids(sink: &SinkState, created: &HashSet<String>) -> usize {
@@ -404,21 +435,23 @@ fn summarize(
     let mut seen_deliveries = HashSet::new();
     let mut first_receipt: HashMap<String, f64> = HashMap::new();
     let mut duplicates = 0;
+    let mut strays = HashSet::new();
     let mut last = started;
     for receipt in &receipts {
         if !seen_deliveries.insert(receipt.delivery_id.clone()) {
             duplicates += 1;
             continue;
         }
-        if let Some(id) = receipt
-            .resource_id
-            .as_ref()
-            .filter(|id| created.contains(*id))
-        {
+        let Some(id) = receipt.resource_id.as_ref() else {
+            continue;
+        };
+        if created.contains(id) {
             first_receipt
                 .entry(id.clone())
                 .or_insert(receipt.latency_ms as f64);
             last = last.max(receipt.at);
+        } else {
+            strays.insert(id.clone());
         }
     }
     let delivered = first_receipt.len() as u64;
@@ -434,6 +467,8 @@ fn summarize(
         request_ms: Percentiles::default(),
         lost: created.len() as u64 - delivered,
         duplicates,
+        strays: strays.len() as u64,
+        retried: 0,
         bad_signatures: sink.bad_signatures(),
     }
 }
@@ -481,6 +516,11 @@ pub fn print_burst(title: &str, result: &BurstResult) {
             ),
             ("lost", result.lost.to_string()),
             ("duplicates", result.duplicates.to_string()),
+            (
+                "strays (events of creations not answered 201)",
+                result.strays.to_string(),
+            ),
+            ("keyed retries", result.retried.to_string()),
             ("bad signatures", result.bad_signatures.to_string()),
         ],
     );
