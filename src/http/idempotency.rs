@@ -284,80 +284,95 @@ pub async fn idempotency(
         Ok(input) => input,
         Err(refused) => return Ok(answer(req, refused.error_response())),
     };
-    let fingerprint = match &input {
+    let fingerprint = request_fingerprint(&req, &input);
+    req.extensions_mut().insert(ReadBody(input));
+    let Some(fingerprint) = fingerprint else {
+        return Ok(next.call(req).await?.map_into_left_body());
+    };
+    let now = Timestamp::now();
+    let claim = KeyClaim {
+        scope: scope(&token, req.path(), &key),
+        fingerprint,
+        until: later(now, CLAIM),
+    };
+    let expires = later(now, ctx.idempotency_ttl);
+    let begun = ctx
+        .store
+        .idempotency_begin(claim.scope, fingerprint, claim.until, expires, now)
+        .await;
+    if let Some(refused) = not_run(begun) {
+        return Ok(answer(req, refused));
+    }
+    req.extensions_mut().insert(Keyed { claim, expires });
+    match next.call(req).await {
+        Ok(response) => Ok(settle(&ctx, claim, expires, response).await),
+        Err(err) => {
+            let _ = ctx.store.idempotency_forget(claim).await;
+            Err(err)
+        }
+    }
+}
+
+/// The fingerprint of a request whose body is `input`: `None` when there
+/// is no body to judge it by (not JSON, too large, broken), which the
+/// handler refuses, and nothing is kept.
+fn request_fingerprint(req: &ServiceRequest, input: &Input) -> Option<[u8; 32]> {
+    match input {
         Input::Json(body) => Some(fingerprint(req.method(), req.request().uri(), body)),
         // A POST with no body at all (a rotation, a capsule's freeze).
         Input::NotJson if sends_no_body(req.headers()) => {
             Some(fingerprint(req.method(), req.request().uri(), b""))
         }
-        // No body to judge it by (not JSON, too large, broken): the
-        // handler refuses it, and nothing is kept.
         _ => None,
-    };
-    req.extensions_mut().insert(ReadBody(input));
-    let Some(fingerprint) = fingerprint else {
-        return Ok(next.call(req).await?.map_into_left_body());
-    };
-    let scope = scope(&token, req.path(), &key);
-    let now = Timestamp::now();
-    let until = later(now, CLAIM);
-    let expires = later(now, ctx.idempotency_ttl);
-    let begun = match ctx
-        .store
-        .idempotency_begin(scope, fingerprint, until, expires, now)
-        .await
-    {
-        Ok(begun) => begun,
-        Err(err) => return Ok(answer(req, ApiError::from(err).error_response())),
-    };
-    match begun {
-        Begin::Run => {}
-        Begin::Replay(stored) => return Ok(answer(req, replayed(&stored))),
-        Begin::Running { .. } => {
-            return Ok(answer(
-                req,
-                ApiError::IdempotencyKeyInProgress.error_response(),
-            ))
-        }
-        Begin::Reused => return Ok(answer(req, ApiError::IdempotencyKeyReused.error_response())),
     }
-    let claim = KeyClaim {
-        scope,
-        fingerprint,
-        until,
+}
+
+/// The answer to a keyed request that is not to run, from what claiming
+/// its key found (`None`: it runs).
+fn not_run(begun: Result<Begin, crate::storage::StoreError>) -> Option<HttpResponse> {
+    match begun {
+        Ok(Begin::Run) => None,
+        Ok(Begin::Replay(stored)) => Some(replayed(&stored)),
+        Ok(Begin::Running { .. }) => Some(ApiError::IdempotencyKeyInProgress.error_response()),
+        Ok(Begin::Reused) => Some(ApiError::IdempotencyKeyReused.error_response()),
+        Err(err) => Some(ApiError::from(err).error_response()),
+    }
+}
+
+/// What becomes of `claim` once its request ran and answered `response`:
+/// over if the answer was committed with the change; dropped if the
+/// answer is not kept; else the answer recorded under it.
+async fn settle<B: MessageBody + 'static>(
+    ctx: &AppContext,
+    claim: KeyClaim,
+    expires: Timestamp,
+    response: ServiceResponse<B>,
+) -> ServiceResponse<EitherBody<B, BoxBody>> {
+    let (answered, secret) = {
+        let extensions = response.response().extensions();
+        (
+            extensions.contains::<AnsweredWithChange>(),
+            extensions.contains::<RevealsSecret>(),
+        )
     };
-    req.extensions_mut().insert(Keyed { claim, expires });
-    let response = match next.call(req).await {
-        Ok(response) => response,
-        Err(err) => {
-            let _ = ctx.store.idempotency_forget(claim).await;
-            return Err(err);
-        }
-    };
-    if response
-        .response()
-        .extensions()
-        .contains::<AnsweredWithChange>()
-    {
-        ctx.store.idempotency_answered(scope, &fingerprint);
-        return Ok(response.map_into_left_body());
+    if answered {
+        ctx.store
+            .idempotency_answered(claim.scope, &claim.fingerprint);
+        return response.map_into_left_body();
     }
     let status = response.status();
-    if !kept(status) || response.response().extensions().contains::<RevealsSecret>() {
+    if !kept(status) || secret {
         if let Err(err) = ctx.store.idempotency_forget(claim).await {
             tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's claim could not be dropped at once; a retry meets it until it is");
         }
-        return Ok(response.map_into_left_body());
+        return response.map_into_left_body();
     }
     let (request, response) = response.into_parts();
     let (head, body) = response.into_parts();
-    let body = match to_bytes(body).await {
-        Ok(body) => body,
-        Err(_) => {
-            let _ = ctx.store.idempotency_forget(claim).await;
-            let failed = ApiError::internal(std::io::Error::other("the answer could not be read"));
-            return Ok(ServiceResponse::new(request, failed.error_response()).map_into_right_body());
-        }
+    let Ok(body) = to_bytes(body).await else {
+        let _ = ctx.store.idempotency_forget(claim).await;
+        let failed = ApiError::internal(std::io::Error::other("the answer could not be read"));
+        return ServiceResponse::new(request, failed.error_response()).map_into_right_body();
     };
     let stored = StoredAnswer {
         status: status.as_u16(),
@@ -372,7 +387,7 @@ pub async fn idempotency(
     };
     if let Err(err) = ctx
         .store
-        .idempotency_answer(scope, fingerprint, stored, expires)
+        .idempotency_answer(claim.scope, claim.fingerprint, stored, expires)
         .await
     {
         // The change is made and answered; only its replay waits (the
@@ -380,7 +395,7 @@ pub async fn idempotency(
         tracing::warn!(error = %crate::telemetry::cause_chain(&err), "an idempotency key's answer could not be stored at once");
     }
     let response = head.set_body(body).map_into_boxed_body();
-    Ok(ServiceResponse::new(request, response).map_into_right_body())
+    ServiceResponse::new(request, response).map_into_right_body()
 }
 
 /// Whether an answer of `status` is kept for replays: every one but a
