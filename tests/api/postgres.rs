@@ -1177,7 +1177,7 @@ async fn a_503_under_an_idempotency_key_is_not_kept_and_the_retry_runs() {
 
 /// Issue 31 under issue 30's blips: a keyed create's claim is recorded,
 /// then the request fails with 503 and its claim cannot be dropped at that
-/// moment (no connection). Twice: the connection cut just as the create's
+/// moment (no connection), nor a second later. Twice: the connection cut just as the create's
 /// commit was to be sent (nothing made), and the claim's own answer lost
 /// (the claim recorded, the request refused before it ran). Once the
 /// database is back, the node drops each such claim: the client's retry
@@ -1203,10 +1203,12 @@ async fn a_claim_left_by_a_503_is_dropped_once_the_database_is_back() {
         }
     };
 
-    // The commit never reaches the database.
+    // The commit never reaches the database, which stays away long enough
+    // for the first try of the drop to fail too.
     let commit_cut = keyed("commit never sent", "commit-cut");
     proxy.cut_before(b"commit never sent");
     commit_cut().await.problem(503, "STORAGE_UNAVAILABLE");
+    actix_web::rt::time::sleep(Duration::from_millis(2500)).await;
     proxy.restore();
     retried_within_seconds_of_readiness(&app, &commit_cut).await;
 

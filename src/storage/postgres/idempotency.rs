@@ -9,6 +9,7 @@
 //! event that way, against 0.3 without keys).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::oneshot;
@@ -94,15 +95,12 @@ struct AnswerRow {
     expires: Timestamp,
 }
 
-/// The pauses before each new try, in the background, of a statement that
-/// failed while a retry of its requests depends on it: about 30 s in all,
-/// within the claim's minute. A batch of answers (for requests that ran
-/// less than half of the minute: past their claims, a retry may run them
-/// again), whose requests are answered meanwhile (their changes are made)
-/// and only their replays wait for it; or the drop of claims of requests
-/// that failed, so that their retries run within seconds of the
-/// database's return instead of meeting 409 until the claims lapse.
-const AGAIN_AFTER: [Duration; 5] = [
+/// The pauses before each new try of a batch of answers that failed:
+/// about 30 s in all, within the claim's minute for requests that ran less
+/// than half of it (past the claim, a retry of the request may run it
+/// again). Its requests are answered meanwhile
+/// (their changes are made); only their replays wait for it.
+const ANSWERED_AGAIN_AFTER: [Duration; 5] = [
     Duration::from_secs(1),
     Duration::from_secs(2),
     Duration::from_secs(4),
@@ -115,6 +113,81 @@ const AGAIN_AFTER: [Duration; 5] = [
 pub struct Keys {
     claims: Queue<Claim>,
     answers: Queue<Answer>,
+    undropped: Undropped,
+}
+
+/// Claims of failed requests that could not be dropped at once (the
+/// database away, or a claim statement's answer lost), dropped by one
+/// background task: all of them in one statement, once the database takes
+/// it, so that their retries run within seconds of its return instead of
+/// meeting 409 until the claims lapse. However long the outage and however
+/// many requests fail, that is one statement per try.
+#[derive(Clone, Default)]
+struct Undropped {
+    pending: Arc<Mutex<Vec<KeyClaim>>>,
+    added: Arc<tokio::sync::Notify>,
+}
+
+/// The first pause before the pending claims are dropped, and the longest
+/// one between tries while the database refuses.
+const DROP_PAUSES: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(4));
+
+/// Most claims one drop statement takes.
+const MOST_DROPPED: usize = 1000;
+
+impl Undropped {
+    /// Starts the dropping task on `io`, on the `background` connections.
+    fn start(io: &IoThread, background: Database) -> Self {
+        let undropped = Undropped::default();
+        io.spawn(undropped.clone().drop_pending(background));
+        undropped
+    }
+
+    /// Leaves `claims` to the dropping task.
+    fn add(&self, claims: impl IntoIterator<Item = KeyClaim>) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(claims);
+        self.added.notify_one();
+    }
+
+    /// Drops the pending claims whenever some are added: after a pause,
+    /// then after longer ones while the database refuses. A claim past its
+    /// end has lapsed, and is no longer dropped.
+    async fn drop_pending(self, background: Database) {
+        loop {
+            self.added.notified().await;
+            let mut pause = DROP_PAUSES.0;
+            loop {
+                tokio::time::sleep(pause).await;
+                let now = Timestamp::now();
+                let batch: Vec<KeyClaim> = {
+                    let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                    pending.retain(|claim| claim.until > now);
+                    let take = pending.len().min(MOST_DROPPED);
+                    pending.drain(..take).collect()
+                };
+                if batch.is_empty() {
+                    break;
+                }
+                match drop_claims(&background, &batch).await {
+                    Ok(()) => {
+                        tracing::info!(
+                            claims = batch.len(),
+                            "idempotency keys' claims of failed requests dropped after a failed try"
+                        );
+                        pause = Duration::ZERO;
+                    }
+                    Err(err) => {
+                        tracing::warn!(claims = batch.len(), error = %crate::telemetry::cause_chain(&err), "idempotency keys' claims of failed requests could not be dropped; trying again shortly");
+                        self.add(batch);
+                        pause = (pause * 2).clamp(DROP_PAUSES.0, DROP_PAUSES.1);
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Keys {
@@ -134,15 +207,21 @@ impl Keys {
             window,
         };
         let claiming = database.clone();
+        let undropped = Undropped::start(io, background);
+        let dropping = undropped.clone();
         let claims = batcher::start(io, shape, move |batch| {
-            let (database, background) = (claiming.clone(), background.clone());
-            async move { claim_batch(&database, background, batch).await }
+            let (database, undropped) = (claiming.clone(), dropping.clone());
+            async move { claim_batch(&database, &undropped, batch).await }
         });
         let answers = batcher::start(io, shape, move |batch| {
             let database = database.clone();
             async move { answer_batch(&database, batch).await }
         });
-        Keys { claims, answers }
+        Keys {
+            claims,
+            answers,
+            undropped,
+        }
     }
 }
 
@@ -191,8 +270,7 @@ impl PgStore {
     pub async fn idempotency_forget(&self, claim: KeyClaim) -> Result<(), StoreError> {
         let dropped = drop_claims(&self.database, &[claim]).await;
         if dropped.is_err() {
-            self.io
-                .spawn(drop_claims_later(self.background.clone(), vec![claim]));
+            self.keys.undropped.add([claim]);
         }
         dropped
     }
@@ -226,7 +304,7 @@ impl PgStore {
 
 /// Serves a batch of claims with one statement (two when some of its
 /// keys are held).
-async fn claim_batch(database: &Database, background: Database, batch: Vec<Claim>) {
+async fn claim_batch(database: &Database, undropped: &Undropped, batch: Vec<Claim>) {
     // Each scope once: an insert may not touch a row twice (the batch's
     // later requests of a scope are judged by [`verdicts`]).
     let mut seen = HashSet::with_capacity(batch.len());
@@ -241,7 +319,7 @@ async fn claim_batch(database: &Database, background: Database, batch: Vec<Claim
                 fingerprint: claim.fingerprint,
                 until: claim.until,
             });
-            tokio::spawn(drop_claims_later(background, claims.collect()));
+            undropped.add(claims);
             return batcher::fail_all(batch.into_iter().map(|claim| claim.verdict), err);
         }
     };
@@ -379,40 +457,6 @@ async fn drop_claims(database: &Database, claims: &[KeyClaim]) -> Result<(), Sto
         .map(drop)
 }
 
-/// Drops `claims` in the background ([`again_later`]).
-async fn drop_claims_later(background: Database, claims: Vec<KeyClaim>) {
-    again_later(
-        claims.len(),
-        "idempotency keys' claims of failed requests dropped after a failed try",
-        "idempotency keys' claims of failed requests could not be dropped; their retries wait for them to lapse",
-        || drop_claims(&background, &claims),
-    )
-    .await;
-}
-
-/// Runs `statement` (about `rows` rows) after each pause of
-/// [`AGAIN_AFTER`] until it succeeds, and logs `done`, or `given_up` with
-/// the last error.
-async fn again_later<F>(rows: usize, done: &str, given_up: &str, statement: impl Fn() -> F)
-where
-    F: std::future::Future<Output = Result<(), StoreError>>,
-{
-    let mut last = None;
-    for pause in AGAIN_AFTER {
-        tokio::time::sleep(pause).await;
-        match statement().await {
-            Ok(()) => {
-                tracing::info!(rows, "{done}");
-                return;
-            }
-            Err(err) => last = Some(err),
-        }
-    }
-    if let Some(err) = last {
-        tracing::warn!(rows, error = %crate::telemetry::cause_chain(&err), "{given_up}");
-    }
-}
-
 /// Records a batch of answers with one statement; when that fails, tells
 /// their requests so and goes on trying in the background, so that a
 /// connection cut at that moment costs no replay.
@@ -432,13 +476,23 @@ async fn answer_batch(database: &Database, batch: Vec<Answer>) {
     batcher::fail_all(recorded, err);
     let database = database.clone();
     tokio::spawn(async move {
-        again_later(
-            rows.len(),
-            "idempotency keys' answers recorded after a failed try",
-            "idempotency keys' answers could not be recorded; a retry of their requests runs again once their claims lapse",
-            || record_answers(&database, &rows),
-        )
-        .await;
+        let mut last = None;
+        for pause in ANSWERED_AGAIN_AFTER {
+            tokio::time::sleep(pause).await;
+            match record_answers(&database, &rows).await {
+                Ok(()) => {
+                    tracing::info!(
+                        answers = rows.len(),
+                        "idempotency keys' answers recorded after a failed try"
+                    );
+                    return;
+                }
+                Err(err) => last = Some(err),
+            }
+        }
+        if let Some(err) = last {
+            tracing::warn!(answers = rows.len(), error = %crate::telemetry::cause_chain(&err), "idempotency keys' answers could not be recorded; a retry of their requests runs again once their claims lapse");
+        }
     });
 }
 
