@@ -923,6 +923,44 @@ mod tests {
         assert!(storage.close().is_ok());
     }
 
+    /// A request that outlived its claim, taken over meanwhile by a retry
+    /// of the same request, drops only its own claim when it fails: the
+    /// retry's holds until the retry drops it.
+    #[test]
+    fn a_failed_request_drops_its_own_claim_not_a_retrys() {
+        use crate::domain::idempotency::{Begin, KeyClaim};
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let storage = open(dir.path());
+        let now = Timestamp::now();
+        let expires = Timestamp(now.millis() + 3_600_000);
+        let (scope, fingerprint) = ([11; 32], [12; 32]);
+        let first = KeyClaim {
+            scope,
+            fingerprint,
+            until: Timestamp(now.millis() - 1),
+        };
+        let retry = KeyClaim {
+            until: Timestamp(now.millis() + 60_000),
+            ..first
+        };
+        for claim in [first, retry] {
+            let begun = storage.idempotency_begin(scope, fingerprint, claim.until, expires, now);
+            assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
+        }
+        storage.idempotency_forget(first);
+        let begun = storage.idempotency_begin(scope, fingerprint, retry.until, expires, now);
+        assert!(
+            matches!(begun, Ok(Begin::Running { .. })),
+            "the retry's claim holds: {begun:?}"
+        );
+        storage.idempotency_forget(retry);
+        let begun = storage.idempotency_begin(scope, fingerprint, retry.until, expires, now);
+        assert!(matches!(begun, Ok(Begin::Run)), "dropped: {begun:?}");
+        assert!(storage.close().is_ok());
+    }
+
     /// A request whose claim lapsed and was taken over by a retry (with a
     /// later expiry) may still record its answer: it is stored under its
     /// scope alone, since the table now names the retry's second, and is
