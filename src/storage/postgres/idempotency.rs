@@ -75,9 +75,7 @@ pub const FORGET_SQL: &str = "DELETE FROM idempotency_keys WHERE ctid = ANY (ARR
 
 /// A request's claim of its key, and where its verdict goes.
 struct Claim {
-    scope: [u8; 32],
-    fingerprint: [u8; 32],
-    until: Timestamp,
+    key: KeyClaim,
     verdict: oneshot::Sender<Result<Begin, StoreError>>,
 }
 
@@ -238,13 +236,12 @@ impl PgStore {
         _expires: Timestamp,
         _now: Timestamp,
     ) -> Result<Begin, StoreError> {
-        batcher::ask(&self.keys.claims, |verdict| Claim {
+        let key = KeyClaim {
             scope,
             fingerprint,
             until,
-            verdict,
-        })
-        .await
+        };
+        batcher::ask(&self.keys.claims, |verdict| Claim { key, verdict }).await
     }
 
     /// See [`crate::storage::Store::idempotency_answer`]: shares one
@@ -308,25 +305,24 @@ async fn claim_batch(database: &Database, undropped: &Undropped, batch: Vec<Clai
     // Each scope once: an insert may not touch a row twice (the batch's
     // later requests of a scope are judged by [`verdicts`]).
     let mut seen = HashSet::with_capacity(batch.len());
-    let firsts: Vec<&Claim> = batch.iter().filter(|c| seen.insert(c.scope)).collect();
+    let firsts: Vec<KeyClaim> = batch
+        .iter()
+        .map(|claim| claim.key)
+        .filter(|key| seen.insert(key.scope))
+        .collect();
     let mut found = match claim_scopes(database, &firsts).await {
         Ok(claimed) => claimed,
         Err(err) => {
             // The statement may have run, its answer lost: its claims
             // would hold their keys for a minute, for requests refused.
-            let claims = firsts.iter().map(|claim| KeyClaim {
-                scope: claim.scope,
-                fingerprint: claim.fingerprint,
-                until: claim.until,
-            });
-            undropped.add(claims);
+            undropped.add(firsts);
             return batcher::fail_all(batch.into_iter().map(|claim| claim.verdict), err);
         }
     };
     let held: Vec<&[u8]> = firsts
         .iter()
-        .filter(|claim| !found.contains_key(&claim.scope))
-        .map(|claim| claim.scope.as_slice())
+        .filter(|key| !found.contains_key(&key.scope))
+        .map(|key| key.scope.as_slice())
         .collect();
     // A failed read of the keys held fails only their requests: the keys
     // claimed are this batch's, and their requests run.
@@ -340,11 +336,11 @@ async fn claim_batch(database: &Database, undropped: &Undropped, batch: Vec<Clai
     let now = Timestamp::now();
     let asked: Vec<_> = batch
         .iter()
-        .map(|claim| (claim.scope, claim.fingerprint, claim.until))
+        .map(|claim| (claim.key.scope, claim.key.fingerprint, claim.key.until))
         .collect();
     let mut failed = Vec::new();
     for (claim, verdict) in batch.into_iter().zip(verdicts(&asked, &found, now)) {
-        if unread.is_some() && !found.contains_key(&claim.scope) {
+        if unread.is_some() && !found.contains_key(&claim.key.scope) {
             failed.push(claim.verdict);
         } else {
             let _ = claim.verdict.send(Ok(verdict));
@@ -358,11 +354,9 @@ async fn claim_batch(database: &Database, undropped: &Undropped, batch: Vec<Clai
 /// Claims the scopes of `claims` (each scope once): the scopes claimed.
 async fn claim_scopes(
     database: &Database,
-    claims: &[&Claim],
+    claims: &[KeyClaim],
 ) -> Result<HashMap<[u8; 32], Found>, StoreError> {
-    let scopes: Vec<&[u8]> = claims.iter().map(|c| c.scope.as_slice()).collect();
-    let fingerprints: Vec<&[u8]> = claims.iter().map(|c| c.fingerprint.as_slice()).collect();
-    let untils: Vec<SystemTime> = claims.iter().map(|c| time(c.until)).collect();
+    let (scopes, fingerprints, untils) = columns(claims);
     let now = time(Timestamp::now());
     let claimed = database
         .query(
@@ -375,6 +369,14 @@ async fn claim_scopes(
         .iter()
         .map(|row| Ok((scope_of(row)?, Found::Claimed)))
         .collect()
+}
+
+/// The scopes, fingerprints and ends of `claims`, as statement arrays.
+fn columns(claims: &[KeyClaim]) -> (Vec<&[u8]>, Vec<&[u8]>, Vec<SystemTime>) {
+    let scopes = claims.iter().map(|c| c.scope.as_slice()).collect();
+    let fingerprints = claims.iter().map(|c| c.fingerprint.as_slice()).collect();
+    let untils = claims.iter().map(|c| time(c.until)).collect();
+    (scopes, fingerprints, untils)
 }
 
 /// The rows that hold `scopes`.
@@ -443,9 +445,7 @@ fn verdicts(
 /// scans whatever its sessions' settings. Its answer lost, it may be run
 /// again: it drops each claim only while it is its request's.
 async fn drop_claims(database: &Database, claims: &[KeyClaim]) -> Result<(), StoreError> {
-    let scopes: Vec<&[u8]> = claims.iter().map(|c| c.scope.as_slice()).collect();
-    let fingerprints: Vec<&[u8]> = claims.iter().map(|c| c.fingerprint.as_slice()).collect();
-    let untils: Vec<SystemTime> = claims.iter().map(|c| time(c.until)).collect();
+    let (scopes, fingerprints, untils) = columns(claims);
     database
         .query_planned_with(
             "dropping idempotency keys' claims",
