@@ -6,10 +6,12 @@
 //! when the attempt starts (CONTRACT §6: URL and secret are read then; on a
 //! store other nodes share, after checking the organization's revision
 //! there, so that a secret rotated on another node is dead for every later
-//! attempt) and finds a removed one; [`attempt`] calls it; the outcome goes
-//! back to the dispatcher, which records it. On a shared store the request
-//! waits at its [`Gate`] (the in-flight limits) after the check, so that
-//! checks overlap other requests.
+//! attempt; when that check cannot be made, the attempt is not made, and
+//! goes back to the dispatcher to wait) and finds a removed one;
+//! [`attempt`] calls it; the outcome goes back to the dispatcher, which
+//! records it. On a shared store the request waits at its [`Gate`] (the
+//! in-flight limits) after the check, so that checks overlap other
+//! requests.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +20,7 @@ use actix::prelude::*;
 use actix_web::web::Bytes;
 
 use crate::actors::endpoint_health::Attempted;
-use crate::actors::messages::{AttemptFinished, AttemptNotMade, Deliver};
+use crate::actors::messages::{AttemptFinished, AttemptNotMade, Deliver, NotMade};
 use crate::actors::send_permits::{Gate, LeaseLapsed};
 use crate::commit::CommitPath;
 use crate::domain::delivery::{AttemptOutcome, Job};
@@ -77,22 +79,21 @@ impl Actor for DeliveryActor {
     }
 }
 
-/// The endpoint to attempt `job` at, as it is now; the outcome instead when
-/// the job's endpoint has been removed since it was queued. When the store
-/// cannot be asked, the snapshot this node holds.
-pub async fn endpoint_now(
+/// The endpoint to attempt `job` at, as it is now on a store other nodes
+/// share; the outcome instead when the job's endpoint has been removed
+/// since it was queued; [`NotMade::Unchecked`] when the store cannot be
+/// asked.
+async fn endpoint_now(
     commit: &CommitPath,
     job: &Job,
-) -> Result<Arc<WebhookEndpoint>, AttemptOutcome> {
-    let org = job.organization_id;
-    let state = match commit.current_snapshot(org).await {
-        Ok(state) => state,
+) -> Result<Result<Arc<WebhookEndpoint>, AttemptOutcome>, NotMade> {
+    match commit.current_snapshot(job.organization_id).await {
+        Ok(state) => Ok(endpoint_of(job, state)),
         Err(err) => {
-            tracing::warn!(error = %crate::telemetry::cause_chain(&err), "the organization's revision could not be checked before an attempt; using this node's snapshot");
-            commit.snapshot(org)
+            tracing::debug!(error = %crate::telemetry::cause_chain(&err), "the organization's revision could not be checked before an attempt; the attempt waits");
+            Err(NotMade::Unchecked)
         }
-    };
-    endpoint_of(job, state)
+    }
 }
 
 /// `job`'s endpoint in `state`, or the outcome of a removed or disabled one.
@@ -138,8 +139,8 @@ impl Handler<Deliver> for DeliveryActor {
                 (Some(endpoint), _) => run.attempt(&job, endpoint).await,
                 (None, gate) => match run.checked(&job, gate).await {
                     Ok(outcome) => outcome,
-                    Err(LeaseLapsed) => {
-                        not_made.do_send(AttemptNotMade(job));
+                    Err(why) => {
+                        not_made.do_send(AttemptNotMade { job, why });
                         return;
                     }
                 },
@@ -161,13 +162,16 @@ impl Run {
     /// An attempt on a shared store: its endpoint read after a check of
     /// the revision, its request made once through `gate`, and read again
     /// first if the wait there was long.
-    async fn checked(&self, job: &Job, gate: Option<Gate>) -> Result<AttemptOutcome, LeaseLapsed> {
-        let mut endpoint = endpoint_now(&self.commit, job).await;
+    async fn checked(&self, job: &Job, gate: Option<Gate>) -> Result<AttemptOutcome, NotMade> {
+        let mut endpoint = endpoint_now(&self.commit, job).await?;
         let _permits = match (&endpoint, gate) {
             (Ok(_), Some(gate)) => {
-                let permits = gate.enter().await?;
+                let permits = gate
+                    .enter()
+                    .await
+                    .map_err(|LeaseLapsed| NotMade::LeaseLapsed)?;
                 if permits.waited > READ_AGAIN_AFTER {
-                    endpoint = endpoint_now(&self.commit, job).await;
+                    endpoint = endpoint_now(&self.commit, job).await?;
                 }
                 Some(permits)
             }

@@ -137,11 +137,30 @@ pub struct Drain;
 #[rtype(result = "()")]
 pub struct Deliver(pub Job, pub Option<Gate>);
 
-/// An attempt of `job` was not made: its lease lapsed while it waited at
-/// the gate.
+/// An attempt of `job` was not made, for `why`.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct AttemptNotMade(pub Job);
+pub struct AttemptNotMade {
+    /// The job, as it was before the attempt.
+    pub job: Job,
+    /// Why.
+    pub why: NotMade,
+}
+
+/// Why an attempt on a shared queue was not made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotMade {
+    /// Its lease lapsed while it waited at the gate: another node may
+    /// have the organization now.
+    LeaseLapsed,
+    /// Its organization's revision could not be read (the database
+    /// away): another node may have changed the endpoint or rotated its
+    /// secret, so nothing is sent until it can be read (CONTRACT §8). A
+    /// node cut off from the database thus stops sending what it could
+    /// not record, instead of sending it for a node taking over to send
+    /// again.
+    Unchecked,
+}
 
 /// Append an attempt record, with the outbox write it implies.
 #[derive(Debug, Message)]

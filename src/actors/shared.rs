@@ -38,6 +38,15 @@ const FIRST_RETRY: Duration = Duration::from_millis(100);
 /// The longest wait before a failed lease statement is sent again.
 const LONGEST_RETRY: Duration = Duration::from_secs(1);
 
+/// How long an attempt not made for want of its organization's revision
+/// waits before it starts again: well within CONTRACT §9's 2 s after the
+/// database's return, and few enough checks while it is away.
+pub(crate) const UNCHECKED_PAUSE: Duration = Duration::from_millis(500);
+/// Attempts waiting for want of revisions are warned about at most this
+/// often (each is a check that failed, many a second while the database
+/// is away).
+const UNCHECKED_WARN_EVERY: Duration = Duration::from_secs(10);
+
 /// When to send a failed lease statement again.
 #[derive(Debug)]
 pub(in crate::actors) struct Retry {
@@ -95,6 +104,8 @@ pub struct Shared {
     pub(in crate::actors) retry: Retry,
     /// Requests at the subscribers within the in-flight limits.
     pub(in crate::actors) permits: SendPermits,
+    /// When attempts waiting for want of revisions were last warned about.
+    unchecked_warned: Option<Instant>,
 }
 
 impl Shared {
@@ -121,6 +132,7 @@ impl Shared {
             admissions,
             retry: Retry::new(),
             permits: SendPermits::new(limits),
+            unchecked_warned: None,
         }
     }
 
@@ -144,6 +156,24 @@ impl Shared {
     pub fn finished(&mut self, job: &Job) -> bool {
         let started = self.in_flight.remove(&job.delivery_id);
         matches!(started, Some(lease) if self.leases.of(job.organization_id) != Some(lease))
+    }
+
+    /// An attempt was not made at `now` because its organization's
+    /// revision could not be read: warns (at most every
+    /// [`UNCHECKED_WARN_EVERY`]) that attempts wait.
+    pub fn unchecked(&mut self, now: Instant) {
+        if self
+            .unchecked_warned
+            .is_some_and(|warned| now.duration_since(warned) < UNCHECKED_WARN_EVERY)
+        {
+            return;
+        }
+        self.unchecked_warned = Some(now);
+        tracing::warn!(
+            pause_ms = UNCHECKED_PAUSE.as_millis() as u64,
+            "attempts wait: their organizations' revisions cannot be read from the database, \
+             and another node may have changed their endpoints"
+        );
     }
 
     /// Leases no longer trusted at `now`: given up.

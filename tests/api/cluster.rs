@@ -188,12 +188,24 @@ fn two_nodes_with(databases: &crate::engines::Databases, extra: &[(&str, &str)])
         tempfile::tempdir().expect("tempdir"),
     ];
     let url = databases.url_for(dirs[0].path());
-    let mut env = vec![
-        ("ROLECALL_STORAGE__BACKEND", "postgres"),
-        ("ROLECALL_STORAGE__POSTGRES_URL", url.as_str()),
-    ];
-    env.extend_from_slice(extra);
-    let start = |dir: &Path| {
+    two_nodes_reaching(dirs, url.clone(), [&url, &url], extra)
+}
+
+/// Two nodes in `dirs` on the database at `url`, each reaching it at its
+/// URL of `reaching` (the first may go through a proxy), with `extra`
+/// settings.
+fn two_nodes_reaching(
+    dirs: [tempfile::TempDir; 2],
+    url: String,
+    reaching: [&str; 2],
+    extra: &[(&str, &str)],
+) -> Pair {
+    let start = |dir: &Path, reaching: &str| {
+        let mut env = vec![
+            ("ROLECALL_STORAGE__BACKEND", "postgres"),
+            ("ROLECALL_STORAGE__POSTGRES_URL", reaching),
+        ];
+        env.extend_from_slice(extra);
         let (server, output) = spawn_binary_capturing(dir, &env);
         let running = Running {
             server,
@@ -201,8 +213,8 @@ fn two_nodes_with(databases: &crate::engines::Databases, extra: &[(&str, &str)])
         };
         (running, output)
     };
-    let (a, a_output) = start(dirs[0].path());
-    let (b, b_output) = start(dirs[1].path());
+    let (a, a_output) = start(dirs[0].path(), reaching[0]);
+    let (b, b_output) = start(dirs[1].path(), reaching[1]);
     Pair {
         a,
         b,
@@ -559,10 +571,15 @@ async fn hooked_pair(
     databases: &crate::engines::Databases,
     extra: &[(&str, &str)],
 ) -> (Pair, String, String, crate::receiver::TestReceiver, String) {
-    use crate::secrets_at_rest::LOOPBACK;
-    let mut env = LOOPBACK.to_vec();
+    let mut env = crate::secrets_at_rest::LOOPBACK.to_vec();
     env.extend_from_slice(extra);
-    let pair = two_nodes_with(databases, &env);
+    hooked(two_nodes_with(databases, &env)).await
+}
+
+/// `pair` (which may reach loopback subscribers) with an organization whose
+/// webhook (tested and saved on the first node) points at a new receiver:
+/// as [`hooked_pair`].
+async fn hooked(pair: Pair) -> (Pair, String, String, crate::receiver::TestReceiver, String) {
     let receiver = crate::receiver::TestReceiver::start().await;
     let (org, owner) = enterprise_org(&pair.a, "Hooked").await;
     let (secret, save) = webhook_tested(&pair.a, &org, &owner, &receiver).await;
@@ -1738,4 +1755,147 @@ async fn a_holder_of_the_previous_release_is_told_and_reads_the_jobs() {
     actix_web::rt::time::sleep(Duration::from_millis(300)).await;
     let received = titles_received(&receiver.received());
     assert_eq!(received[1..], titles[..], "each once, in commit order");
+}
+
+#[actix_web::test]
+async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_to_the_other() {
+    use crate::receiver::Behavior;
+    use std::collections::BTreeMap;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::cut_off_node") else {
+        return;
+    };
+    let dirs = [
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    ];
+    let url = databases.url_for(dirs[0].path());
+    let (_, upstream) = crate::postgres::through(&url, 0);
+    let proxy = crate::postgres::Proxy::start_apart(upstream);
+    let (proxied, _) = crate::postgres::through(&url, proxy.port);
+    let mut env = crate::secrets_at_rest::LOOPBACK.to_vec();
+    env.extend_from_slice(&[
+        ("ROLECALL_WEBHOOKS__LEASE_MS", "3000"),
+        ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "4"),
+        ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
+        ("ROLECALL_STORAGE__POSTGRES_CONNECT_TIMEOUT_MS", "500"),
+        ("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "1000"),
+    ]);
+    let pair = two_nodes_reaching(dirs, url.clone(), [&proxied, &url], &env);
+    let (pair, org, owner, receiver, _) = hooked(pair).await;
+    let Pair { a, b, outputs, .. } = pair;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    let a_id = node_id(&outputs[0]).await;
+    receiver.set(Behavior::slow(Duration::from_millis(100)));
+    let titles =
+        |from: usize| -> Vec<String> { (from..from + 60).map(|i| format!("task {i}")).collect() };
+
+    // A commits the first events and claims the organization's lease.
+    let mut created = tasks_on(&a, &org, &owner, titles(0)).await;
+    receiver.wait_for(10, Duration::from_secs(20)).await;
+    assert_eq!(lease_holder(&url, &org_id), a_id, "A holds the lease");
+
+    // A loses the database, with attempts in flight and events queued.
+    proxy.cut();
+    let cut = std::time::Instant::now();
+    a.post(&format!("{org}/tasks"), &owner, json!({"title": "refused"}))
+        .await
+        .problem(503, "STORAGE_UNAVAILABLE");
+    // The secret is rotated on B: dead for every attempt that starts after
+    // the answer, on either node.
+    let rotated = b
+        .post(&format!("{org}/webhook/rotate"), &owner, json!({}))
+        .await
+        .expect(200)
+        .json();
+    let rotated_at = std::time::Instant::now();
+    let secret = rotated["secret"].as_str().expect("secret").to_owned();
+    created.extend(tasks_on(&b, &org, &owner, titles(60)).await);
+    let all = |created: &[String]| {
+        created
+            .iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let expected = all(&created);
+    eventually(
+        Duration::from_secs(20),
+        "every event delivered by B while A is away",
+        || {
+            let done = task_ids(&receiver.received()) == expected;
+            async move { done.then_some(()) }
+        },
+    )
+    .await;
+    assert_ne!(lease_holder(&url, &org_id), a_id, "B took the lease over");
+    // A stays away past twice its lease, then is back.
+    actix_web::rt::time::sleep(
+        (cut + Duration::from_secs(7)).saturating_duration_since(std::time::Instant::now()),
+    )
+    .await;
+    let before_return = receiver.received().len();
+    proxy.restore();
+    let back = std::time::Instant::now();
+    eventually(Duration::from_secs(15), "A ready again", || async {
+        (a.get("/readyz", "").await.status == 200).then_some(())
+    })
+    .await;
+
+    // Both nodes commit more; every event is delivered.
+    let (on_a, on_b) = futures_util::join!(
+        tasks_on(&a, &org, &owner, titles(120)),
+        tasks_on(&b, &org, &owner, titles(180))
+    );
+    created.extend(on_a.into_iter().chain(on_b));
+    let expected = all(&created);
+    eventually(Duration::from_secs(20), "every event delivered", || {
+        let done = task_ids(&receiver.received()) == expected;
+        async move { done.then_some(()) }
+    })
+    .await;
+    actix_web::rt::time::sleep(Duration::from_secs(2)).await;
+
+    let received = receiver.received();
+    // A request on its way at the answer arrives within moments of it.
+    for request in received
+        .iter()
+        .filter(|r| r.at > rotated_at + Duration::from_millis(150))
+    {
+        assert_eq!(
+            request.header("x-service-signature"),
+            crate::webhook_delivery::service_signature(&secret, &request.body),
+            "signed with the secret rotated on B"
+        );
+    }
+    // Only the attempts under way on A when it was cut off (within twice
+    // the cap: in flight, and checked and waiting for a permit) were made
+    // twice, both times before A came back.
+    let mut sent: BTreeMap<String, Vec<std::time::Instant>> = BTreeMap::new();
+    for request in received
+        .iter()
+        .filter(|r| r.json()["data"]["id"].is_string())
+    {
+        sent.entry(request.header("x-service-delivery"))
+            .or_default()
+            .push(request.at);
+    }
+    assert_eq!(sent.len(), created.len(), "one delivery id per event");
+    let twice: Vec<_> = sent.iter().filter(|(_, at)| at.len() > 1).collect();
+    assert!(twice.len() <= 8, "received twice: {twice:?}");
+    for (delivery, at) in &twice {
+        assert!(
+            at.len() == 2 && at.iter().all(|at| *at < back),
+            "{delivery} was sent again after A came back"
+        );
+    }
+    assert!(received.len() >= before_return, "nothing lost");
+    assert!(
+        receiver.most_at_once() <= 4,
+        "within the cap over both nodes"
+    );
+    eventually(Duration::from_secs(10), "the outbox emptied", || {
+        let left = outbox_rows(&url, &org_id);
+        async move { (left == 0).then_some(()) }
+    })
+    .await;
 }

@@ -155,8 +155,8 @@ async fn the_database_itself_keeps_owner_immutable_and_member_undeletable() {
 /// given bytes (what clients send still arrives, what the server answers
 /// is dropped); or cut everything once a client sends given bytes, which
 /// never arrive.
-struct Proxy {
-    port: u16,
+pub(crate) struct Proxy {
+    pub(crate) port: u16,
     faults: Arc<Faults>,
 }
 
@@ -204,7 +204,7 @@ impl Faults {
 }
 
 impl Proxy {
-    async fn start(upstream: String) -> Proxy {
+    pub(crate) async fn start(upstream: String) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let faults = Arc::new(Faults::default());
@@ -230,11 +230,30 @@ impl Proxy {
         Proxy { port, faults }
     }
 
-    fn cut(&self) {
+    /// [`Proxy::start`] on a thread of its own, for tests that block their
+    /// own (starting child processes): the proxy relays meanwhile.
+    pub(crate) fn start_apart(upstream: String) -> Proxy {
+        let (started, proxy) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async move {
+                started
+                    .send(Proxy::start(upstream).await)
+                    .expect("the test waits");
+                std::future::pending::<()>().await;
+            });
+        });
+        proxy.recv().expect("the proxy started")
+    }
+
+    pub(crate) fn cut(&self) {
         self.faults.cut();
     }
 
-    fn restore(&self) {
+    pub(crate) fn restore(&self) {
         *self.faults.mute_after.lock().expect("pattern") = None;
         *self.faults.cut_before.lock().expect("pattern") = None;
         self.faults.muted.store(false, Ordering::SeqCst);
@@ -306,7 +325,7 @@ async fn readyz(app: &TestApp) -> Reply {
 
 /// `url` with its host and port replaced by `127.0.0.1:port`; and the
 /// host:port it had.
-fn through(url: &str, port: u16) -> (String, String) {
+pub(crate) fn through(url: &str, port: u16) -> (String, String) {
     let start = url.find('@').map(|at| at + 1).expect("a URL with a user");
     let end = start + url[start..].find('/').expect("a URL with a database");
     let upstream = url[start..end].to_owned();

@@ -16,9 +16,9 @@ use tokio::sync::oneshot;
 use crate::actors::backlog::{Backlog, Read, Spill};
 use crate::actors::fair_queue::{FairQueue, Limits};
 use crate::actors::messages::{
-    AppendLog, AttemptFinished, AttemptNotMade, Deliver, Drain, DropOrg, Enqueue,
+    AppendLog, AttemptFinished, AttemptNotMade, Deliver, Drain, DropOrg, Enqueue, NotMade,
 };
-use crate::actors::shared::Shared;
+use crate::actors::shared::{Shared, UNCHECKED_PAUSE};
 use crate::actors::unwritten::Unwritten;
 use crate::admissions::Admissions;
 use crate::domain::change::Write;
@@ -451,14 +451,22 @@ impl Handler<AttemptNotMade> for Dispatcher {
     type Result = ();
 
     /// The job waits for its next start, unless its lease was lost
-    /// meanwhile (then it is the next holder's).
-    fn handle(&mut self, AttemptNotMade(job): AttemptNotMade, ctx: &mut Self::Context) {
+    /// meanwhile (then it is the next holder's): for [`UNCHECKED_PAUSE`]
+    /// when its organization's revision could not be read.
+    fn handle(&mut self, not_made: AttemptNotMade, ctx: &mut Self::Context) {
+        let AttemptNotMade { mut job, why } = not_made;
         self.slot_freed(job.organization_id);
-        let orphan = self
-            .shared
-            .as_mut()
-            .is_some_and(|shared| shared.finished(&job));
+        let orphan = self.shared.as_mut().is_some_and(|shared| {
+            if why == NotMade::Unchecked {
+                shared.unchecked(std::time::Instant::now());
+            }
+            shared.finished(&job)
+        });
         if !orphan {
+            if why == NotMade::Unchecked {
+                let pause = UNCHECKED_PAUSE.as_millis() as i64;
+                job.due_at = Timestamp(Timestamp::now().millis().saturating_add(pause));
+            }
             self.schedule(job, ctx);
         }
         self.pump();
