@@ -456,14 +456,17 @@ impl Handler<AttemptNotMade> for Dispatcher {
     fn handle(&mut self, not_made: AttemptNotMade, ctx: &mut Self::Context) {
         let AttemptNotMade { mut job, why } = not_made;
         self.slot_freed(job.organization_id);
-        let orphan = self.shared.as_mut().is_some_and(|shared| {
-            if why == NotMade::Unchecked {
+        let unchecked = why == NotMade::Unchecked;
+        let orphan = match self.shared.as_mut() {
+            Some(shared) if unchecked => {
                 shared.unchecked(std::time::Instant::now());
+                shared.finished(&job)
             }
-            shared.finished(&job)
-        });
+            Some(shared) => shared.finished(&job),
+            None => false,
+        };
         if !orphan {
-            if why == NotMade::Unchecked {
+            if unchecked {
                 let pause = UNCHECKED_PAUSE.as_millis() as i64;
                 job.due_at = Timestamp(Timestamp::now().millis().saturating_add(pause));
             }
