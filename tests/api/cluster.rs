@@ -1891,8 +1891,8 @@ async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_t
         receiver.most_at_once() <= 4,
         "within the cap over both nodes"
     );
-    // A said that its attempts waited (once per 10 s at most: the cut and
-    // what follows last under 20 s); B, which reached the database, never did.
+    // A said that its attempts waited (at most once per 10 s, and it was
+    // cut off for 7 s); B, which reached the database, never did.
     let waits = |output: &CapturedOutput| -> Vec<String> {
         let lines = output.stdout.lock().expect("lines").clone();
         lines

@@ -204,7 +204,7 @@ impl Faults {
 }
 
 impl Proxy {
-    pub(crate) async fn start(upstream: String) -> Proxy {
+    async fn start(upstream: String) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let faults = Arc::new(Faults::default());
