@@ -279,7 +279,7 @@ fn weight(write: &Write) -> usize {
         Write::Log(record) => {
             record.envelope.len() + record.response_body.as_ref().map_or(0, String::len)
         }
-        Write::PutJob(job) => job.body.len(),
+        Write::PutJob(job) | Write::RetryJob(job) => job.body.len(),
         _ => 0,
     }
 }

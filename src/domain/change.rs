@@ -28,6 +28,12 @@ pub enum Write {
     Audit(AuditRecord),
     /// Insert or replace a delivery waiting for its next attempt.
     PutJob(Job),
+    /// A delivery whose attempt failed waits for its retry: its row is
+    /// updated in place, and only while it is there. A row gone was
+    /// finished, by this node or by the node that took its organization
+    /// over, whose outcome an attempt made under a lease that lapsed must
+    /// not undo by queueing the delivery again.
+    RetryJob(Job),
     /// Remove a finished delivery of an organization.
     DeleteJob(OrgId, DeliveryId),
     /// Append a delivery-log record.

@@ -1757,10 +1757,57 @@ async fn a_holder_of_the_previous_release_is_told_and_reads_the_jobs() {
     assert_eq!(received[1..], titles[..], "each once, in commit order");
 }
 
+/// What `received` shows after a node went away with attempts under way
+/// and the other took its organization over, the secret rotated on the
+/// other meanwhile (answered at `rotated_at`): every request arriving 150
+/// ms or more after the answer is signed with `secret`; each of the
+/// `created` events has one delivery id; at most 8 (twice the cap of 4:
+/// the attempts under way on the node that went away) arrived twice, and
+/// none three times; the attempts never exceeded the cap over both nodes.
+/// The deliveries received twice, with when.
+fn taken_over_once(
+    receiver: &crate::receiver::TestReceiver,
+    created: &[String],
+    secret: &str,
+    rotated_at: std::time::Instant,
+) -> Vec<(String, Vec<std::time::Instant>)> {
+    let received = receiver.received();
+    for request in received
+        .iter()
+        .filter(|r| r.at > rotated_at + Duration::from_millis(150))
+    {
+        assert_eq!(
+            request.header("x-service-signature"),
+            crate::webhook_delivery::service_signature(secret, &request.body),
+            "signed with the secret rotated on the other node"
+        );
+    }
+    let mut sent: std::collections::BTreeMap<String, Vec<std::time::Instant>> =
+        std::collections::BTreeMap::new();
+    for request in received
+        .iter()
+        .filter(|r| r.json()["data"]["id"].is_string())
+    {
+        sent.entry(request.header("x-service-delivery"))
+            .or_default()
+            .push(request.at);
+    }
+    assert_eq!(sent.len(), created.len(), "one delivery id per event");
+    let twice: Vec<_> = sent.into_iter().filter(|(_, at)| at.len() > 1).collect();
+    assert!(twice.len() <= 8, "received twice: {twice:?}");
+    for (delivery, at) in &twice {
+        assert_eq!(at.len(), 2, "{delivery} was sent three times or more");
+    }
+    assert!(
+        receiver.most_at_once() <= 4,
+        "within the cap over both nodes"
+    );
+    twice
+}
+
 #[actix_web::test]
 async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_to_the_other() {
     use crate::receiver::Behavior;
-    use std::collections::BTreeMap;
 
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::cut_off_node") else {
         return;
@@ -1854,43 +1901,15 @@ async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_t
     .await;
     actix_web::rt::time::sleep(Duration::from_secs(2)).await;
 
-    let received = receiver.received();
-    // A request on its way at the answer arrives within moments of it.
-    for request in received
-        .iter()
-        .filter(|r| r.at > rotated_at + Duration::from_millis(150))
-    {
-        assert_eq!(
-            request.header("x-service-signature"),
-            crate::webhook_delivery::service_signature(&secret, &request.body),
-            "signed with the secret rotated on B"
-        );
-    }
-    // Only the attempts under way on A when it was cut off (within twice
-    // the cap: in flight, and checked and waiting for a permit) were made
-    // twice, both times before A came back.
-    let mut sent: BTreeMap<String, Vec<std::time::Instant>> = BTreeMap::new();
-    for request in received
-        .iter()
-        .filter(|r| r.json()["data"]["id"].is_string())
-    {
-        sent.entry(request.header("x-service-delivery"))
-            .or_default()
-            .push(request.at);
-    }
-    assert_eq!(sent.len(), created.len(), "one delivery id per event");
-    let twice: Vec<_> = sent.iter().filter(|(_, at)| at.len() > 1).collect();
-    assert!(twice.len() <= 8, "received twice: {twice:?}");
-    for (delivery, at) in &twice {
+    // Only the attempts under way on A when it was cut off were made twice
+    // (in flight, and checked and waiting for a permit), both times before
+    // A came back.
+    for (delivery, at) in taken_over_once(&receiver, &created, &secret, rotated_at) {
         assert!(
-            at.len() == 2 && at.iter().all(|at| *at < back),
+            at.iter().all(|at| *at < back),
             "{delivery} was sent again after A came back"
         );
     }
-    assert!(
-        receiver.most_at_once() <= 4,
-        "within the cap over both nodes"
-    );
     // A said that its attempts waited (at most once per 10 s, and it was
     // cut off for 7 s); B, which reached the database, never did.
     let waits = |output: &CapturedOutput| -> Vec<String> {
@@ -1909,4 +1928,77 @@ async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_t
         async move { (left == 0).then_some(()) }
     })
     .await;
+}
+
+#[actix_web::test]
+async fn a_node_frozen_past_its_lease_starts_nothing_when_it_wakes() {
+    use crate::receiver::Behavior;
+
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::frozen_node") else {
+        return;
+    };
+    let (pair, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "3000"),
+            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "4"),
+            ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
+        ],
+    )
+    .await;
+    let Pair {
+        a, b, outputs, url, ..
+    } = pair;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    let a_id = node_id(&outputs[0]).await;
+    receiver.set(Behavior::slow(Duration::from_millis(100)));
+    let titles =
+        |from: usize| -> Vec<String> { (from..from + 60).map(|i| format!("task {i}")).collect() };
+    let mut created = tasks_on(&a, &org, &owner, titles(0)).await;
+    receiver.wait_for(10, Duration::from_secs(20)).await;
+    assert_eq!(lease_holder(&url, &org_id), a_id, "A holds the lease");
+
+    // A freezes (a stopped process, a paused VM) with attempts under way.
+    let pid = a.server.child.id().to_string();
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+    };
+    signal("-STOP");
+    let frozen = std::time::Instant::now();
+    let rotated = b
+        .post(&format!("{org}/webhook/rotate"), &owner, json!({}))
+        .await
+        .expect(200)
+        .json();
+    let rotated_at = std::time::Instant::now();
+    let secret = rotated["secret"].as_str().expect("secret").to_owned();
+    created.extend(tasks_on(&b, &org, &owner, titles(60)).await);
+    actix_web::rt::time::sleep(
+        (frozen + Duration::from_secs(7)).saturating_duration_since(std::time::Instant::now()),
+    )
+    .await;
+    signal("-CONT");
+    let woke = std::time::Instant::now();
+    let expected: std::collections::BTreeSet<String> = created.iter().cloned().collect();
+    eventually(Duration::from_secs(20), "every event delivered", || {
+        let done = task_ids(&receiver.received()) == expected;
+        async move { done.then_some(()) }
+    })
+    .await;
+    actix_web::rt::time::sleep(Duration::from_secs(3)).await;
+
+    // Only the attempts under way on A when it froze were made twice: once
+    // it wakes, its lease is no longer trusted (its monotonic clock ran
+    // on), it starts nothing more, and what it records of those attempts
+    // does not queue again a delivery B finished.
+    taken_over_once(&receiver, &created, &secret, rotated_at);
+    let received = receiver.received();
+    assert!(
+        received.iter().any(|r| r.at > frozen && r.at < woke),
+        "B delivered while A was frozen"
+    );
 }

@@ -1642,6 +1642,16 @@ fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
                 array_of(&orgs, "uuid")
             ),
         );
+        let retries = background(
+            rolecall::storage::postgres::RETRIES_SQL,
+            "uuid[], uuid[], text[], text[], int2[], timestamptz[], timestamptz[], int8[], int8[]",
+            format!(
+                "{}, ARRAY[gen_random_uuid(), gen_random_uuid()], ARRAY['task.created', \
+                 'task.created'], ARRAY['{{}}', '{{}}'], ARRAY[1, 1]::int2[], ARRAY[now(), now()], \
+                 ARRAY[now(), now()], ARRAY[NULL, NULL]::int8[], ARRAY[NULL, NULL]::int8[]",
+                array_of(&orgs, "uuid")
+            ),
+        );
         let lease_claim = background(
             rolecall::storage::postgres::LEASE_CLAIM_SQL,
             "uuid[], uuid, int8",
@@ -1650,6 +1660,7 @@ fn per_request_and_per_batch_statements_find_their_rows_by_key_in_every_plan() {
         for (statement, plans) in [
             ("claim of jobs", &claim_jobs),
             ("delete of finished jobs", &deletes),
+            ("update of retried jobs", &retries),
             ("lease claim", &lease_claim),
         ] {
             for (mode, plan) in plans {

@@ -353,7 +353,7 @@ impl Dispatcher {
                 job.due_at = due;
                 self.log.do_send(AppendLog {
                     record,
-                    job: Some(Write::PutJob(job.clone())),
+                    job: Some(Write::RetryJob(job.clone())),
                 });
                 Some(job)
             }

@@ -215,33 +215,59 @@ rows!(ResourceDeletes = "DELETE FROM resources WHERE (organization_id, kind, id)
      (SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]))";
     { org: Uuid, kind: &'static str, id: Uuid });
 
-// A job's insert, and the columns of both statements below. A new job
-// (no attempt made yet: a fresh delivery id) is a plain insert: no
-// speculative insertion, no confirmation record in the WAL. One the
-// committing node holds at once is marked held by its lease (`claim`,
-// `claim_read`) in its insert.
+// The columns of the job statements below. A new job (no attempt made
+// yet: a fresh delivery id) is a plain insert: no speculative insertion,
+// no confirmation record in the WAL. One the committing node holds at once
+// is marked held by its lease (`claim`, `claim_read`) in its insert.
 macro_rules! job_rows {
-    ($name:ident, $conflict:expr) => {
-        rows!($name = concat!(
-            "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, \
-             created_at, claim, claim_read) \
-             SELECT o, d, e, b::json, a, du, c, cl, cr FROM unnest($1::uuid[], $2::uuid[], $3::text[], \
-             $4::text[], $5::int2[], $6::timestamptz[], $7::timestamptz[], $8::int8[], $9::int8[]) \
-             AS t(o, d, e, b, a, du, c, cl, cr)",
-            $conflict
-        );
+    ($name:ident = $sql:expr) => {
+        rows!($name = $sql;
             { org: Uuid, delivery: Uuid, event: String, body: String, attempts_made: i16,
               due_at: SystemTime, created_at: SystemTime, claim: Option<i64>, claim_read: Option<i64> });
     };
 }
-job_rows!(NewJobs, "");
-// A job attempted already is updated in place; its row keeps its marks.
+/// The job columns' arrays, as rows `t`.
+macro_rules! job_arrays {
+    () => {
+        "unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int2[], $6::timestamptz[], \
+         $7::timestamptz[], $8::int8[], $9::int8[]) AS t(o, d, e, b, a, du, c, cl, cr)"
+    };
+}
+/// A job's insert.
+macro_rules! job_insert {
+    () => {
+        concat!(
+            "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, \
+             created_at, claim, claim_read) \
+             SELECT o, d, e, b::json, a, du, c, cl, cr FROM ",
+            job_arrays!()
+        )
+    };
+}
+job_rows!(NewJobs = job_insert!());
+// A job attempted already, copied from another store: inserted, or
+// updated in place (its row keeps its marks).
 job_rows!(
-    Jobs,
-    " ON CONFLICT (organization_id, delivery_id) DO UPDATE SET event = EXCLUDED.event, \
-     body = EXCLUDED.body, attempts_made = EXCLUDED.attempts_made, due_at = EXCLUDED.due_at, \
-     created_at = EXCLUDED.created_at"
+    Jobs = concat!(
+        job_insert!(),
+        " ON CONFLICT (organization_id, delivery_id) DO UPDATE SET event = EXCLUDED.event, \
+         body = EXCLUDED.body, attempts_made = EXCLUDED.attempts_made, due_at = EXCLUDED.due_at, \
+         created_at = EXCLUDED.created_at"
+    )
 );
+// A job waiting for its retry: updated in place (its row keeps its
+// marks), never inserted again (see `Write::RetryJob`).
+job_rows!(
+    Retries = concat!(
+        "UPDATE outbox AS x SET event = t.e, body = t.b::json, attempts_made = t.a, \
+         due_at = t.du, created_at = t.c FROM ",
+        job_arrays!(),
+        " WHERE x.organization_id = t.o AND x.delivery_id = t.d"
+    )
+);
+
+/// The update of retried jobs, public for the test of its plans.
+pub const RETRIES_SQL: &str = Retries::SQL;
 
 rows!(JobDeletes = "DELETE FROM outbox WHERE (organization_id, delivery_id) IN \
      (SELECT * FROM unnest($1::uuid[], $2::uuid[]))"; { org: Uuid, delivery: Uuid });
@@ -322,6 +348,7 @@ struct Tables {
     resource_deletes: ResourceDeletes,
     new_jobs: NewJobs,
     jobs: Jobs,
+    retries: Retries,
     job_deletes: JobDeletes,
     logs: Logs,
     log_counts: LogCounts,
@@ -405,7 +432,9 @@ fn key_of(write: &Write) -> RowKey {
         Write::PutUser(user) => RowKey::User(user.id.0),
         Write::PutToken(token) | Write::DeleteToken(token) => RowKey::Token(token.sha256),
         Write::Audit(_) | Write::Log(_) => RowKey::Appended,
-        Write::PutJob(job) => RowKey::Job(job.organization_id.0, job.delivery_id.0),
+        Write::PutJob(job) | Write::RetryJob(job) => {
+            RowKey::Job(job.organization_id.0, job.delivery_id.0)
+        }
         Write::DeleteJob(org, id) => RowKey::Job(org.0, id.0),
         Write::PutResource(org, value) | Write::NewResource(org, value) => {
             RowKey::Resource(org.0, value.kind().name(), value.id().0)
@@ -471,6 +500,7 @@ pub fn statements<'w>(
     t.resource_deletes.into_statement(&mut out);
     t.new_jobs.into_statement(&mut out);
     t.jobs.into_statement(&mut out);
+    t.retries.into_statement(&mut out);
     t.job_deletes.into_statement(&mut out);
     count_logs(&t.logs, &mut t.log_counts);
     t.logs.into_statement(&mut out);
@@ -515,7 +545,7 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             a.request_id.push(owned_text(&record.request_id));
             a.occurred_at.push(time(record.occurred_at));
         }
-        Write::PutJob(job) => {
+        Write::PutJob(job) | Write::RetryJob(job) => {
             // A new job of an organization held elsewhere, by a node that
             // takes handed jobs: held under its epoch, and handed to it.
             let handed_to = job
@@ -541,10 +571,10 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
                     j.claim_read.push(claim_read);
                 }};
             }
-            if write.new_job().is_some() {
-                push!(&mut t.new_jobs)
-            } else {
-                push!(&mut t.jobs)
+            match write {
+                Write::RetryJob(_) => push!(&mut t.retries),
+                _ if write.new_job().is_some() => push!(&mut t.new_jobs),
+                _ => push!(&mut t.jobs),
             }
             match (handed_to, job.holder_told) {
                 (Some((node, epoch, line)), _) => {
@@ -797,13 +827,13 @@ mod tests {
         let writes = [
             Write::PutJob(first.clone()),
             Write::PutJob(second.clone()),
-            Write::PutJob(retry),
+            Write::RetryJob(retry),
         ];
         let Ok(statements) = super::statements(writes.iter(), None) else {
             panic!("the writes become statements");
         };
         let sqls: Vec<&str> = statements.iter().map(|s| s.sql).collect();
-        assert_eq!(sqls, [NewJobs::SQL, Jobs::SQL, Tells::SQL]);
+        assert_eq!(sqls, [NewJobs::SQL, Retries::SQL, Tells::SQL]);
         let params = |at: usize| -> Vec<String> {
             statements[at]
                 .params

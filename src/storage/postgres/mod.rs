@@ -42,7 +42,7 @@ use error::from_pg;
 use group_commit::GroupCommit;
 use transact::{finish_transaction, prepared, Database};
 
-pub use batch::JOB_DELETES_SQL;
+pub use batch::{JOB_DELETES_SQL, RETRIES_SQL};
 pub use checks::SQL as CHECK_SQL;
 pub use connect::{with_database, Settings, BACKGROUND_SESSION};
 pub use handed::{Handed, HANDED};

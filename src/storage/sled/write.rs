@@ -205,7 +205,8 @@ fn prepare_one(
             let key = keys::audit(record.organization_id, record.id).to_vec();
             ops.push(Op::Put(Audit, key, encode(record)?));
         }
-        Write::PutJob(job) => {
+        // One node alone: a retry's row is there (nobody else finishes it).
+        Write::PutJob(job) | Write::RetryJob(job) => {
             let key = keys::job(job.organization_id, job.delivery_id).to_vec();
             ops.push(Op::Put(Outbox, key, encode(job)?));
         }
