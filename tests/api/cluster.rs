@@ -958,16 +958,9 @@ async fn a_killed_nodes_deliveries_are_taken_over_with_the_same_id_body_and_atte
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::killed_node") else {
         return;
     };
-    let (pair, org, owner, receiver, _) = hooked_pair(
-        &databases,
-        &[
-            ("ROLECALL_WEBHOOKS__LEASE_MS", "3000"),
-            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "4"),
-            ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
-            ("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "2500"),
-        ],
-    )
-    .await;
+    let mut settings = TAKE_OVER.to_vec();
+    settings.push(("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "2500"));
+    let (pair, org, owner, receiver, _) = hooked_pair(&databases, &settings).await;
     let Pair {
         a, b, outputs, url, ..
     } = pair;
@@ -1757,6 +1750,60 @@ async fn a_holder_of_the_previous_release_is_told_and_reads_the_jobs() {
     assert_eq!(received[1..], titles[..], "each once, in commit order");
 }
 
+/// The settings of the take-over tests: a short lease, a cap of 4, and
+/// attempts timing out within the lease.
+const TAKE_OVER: [(&str, &str); 3] = [
+    ("ROLECALL_WEBHOOKS__LEASE_MS", "3000"),
+    ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "4"),
+    ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
+];
+
+/// Sixty task titles, numbered from `from`.
+fn sixty_titles(from: usize) -> Vec<String> {
+    (from..from + 60).map(|i| format!("task {i}")).collect()
+}
+
+/// Sixty events committed on `a` (whose id is `a_id`) for a subscriber
+/// answering in 100 ms, until ten have arrived: `a` holds the
+/// organization's lease, with attempts under way and events queued. The
+/// tasks created.
+async fn held_by_a(
+    a: &Running,
+    (org, owner): (&str, &str),
+    receiver: &crate::receiver::TestReceiver,
+    url: &str,
+    a_id: &str,
+) -> Vec<String> {
+    receiver.set(crate::receiver::Behavior::slow(Duration::from_millis(100)));
+    let created = tasks_on(a, org, owner, sixty_titles(0)).await;
+    receiver.wait_for(10, Duration::from_secs(20)).await;
+    let org_id = org.trim_start_matches("/organizations/");
+    assert_eq!(lease_holder(url, org_id), a_id, "A holds the lease");
+    created
+}
+
+/// Rotates `org`'s secret on `node`: the new secret, and when it was
+/// answered.
+async fn rotated_on(node: &Running, org: &str, owner: &str) -> (String, std::time::Instant) {
+    let rotated = node
+        .post(&format!("{org}/webhook/rotate"), owner, json!({}))
+        .await
+        .expect(200)
+        .json();
+    let secret = rotated["secret"].as_str().expect("secret").to_owned();
+    (secret, std::time::Instant::now())
+}
+
+/// Waits until every event of `created` has reached `receiver`.
+async fn all_received(receiver: &crate::receiver::TestReceiver, created: &[String], what: &str) {
+    let expected: std::collections::BTreeSet<String> = created.iter().cloned().collect();
+    eventually(Duration::from_secs(20), what, || {
+        let done = task_ids(&receiver.received()) == expected;
+        async move { done.then_some(()) }
+    })
+    .await;
+}
+
 /// What `received` shows after a node went away with attempts under way
 /// and the other took its organization over, the secret rotated on the
 /// other meanwhile (answered at `rotated_at`): every request arriving 150
@@ -1807,8 +1854,6 @@ fn taken_over_once(
 
 #[actix_web::test]
 async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_to_the_other() {
-    use crate::receiver::Behavior;
-
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::cut_off_node") else {
         return;
     };
@@ -1821,10 +1866,8 @@ async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_t
     let proxy = crate::postgres::Proxy::start_apart(upstream);
     let (proxied, _) = crate::postgres::through(&url, proxy.port);
     let mut env = crate::secrets_at_rest::LOOPBACK.to_vec();
+    env.extend_from_slice(&TAKE_OVER);
     env.extend_from_slice(&[
-        ("ROLECALL_WEBHOOKS__LEASE_MS", "3000"),
-        ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "4"),
-        ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
         ("ROLECALL_STORAGE__POSTGRES_CONNECT_TIMEOUT_MS", "500"),
         ("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "1000"),
     ]);
@@ -1833,14 +1876,7 @@ async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_t
     let Pair { a, b, outputs, .. } = pair;
     let org_id = org.trim_start_matches("/organizations/").to_owned();
     let a_id = node_id(&outputs[0]).await;
-    receiver.set(Behavior::slow(Duration::from_millis(100)));
-    let titles =
-        |from: usize| -> Vec<String> { (from..from + 60).map(|i| format!("task {i}")).collect() };
-
-    // A commits the first events and claims the organization's lease.
-    let mut created = tasks_on(&a, &org, &owner, titles(0)).await;
-    receiver.wait_for(10, Duration::from_secs(20)).await;
-    assert_eq!(lease_holder(&url, &org_id), a_id, "A holds the lease");
+    let mut created = held_by_a(&a, (&org, &owner), &receiver, &url, &a_id).await;
 
     // A loses the database, with attempts in flight and events queued.
     proxy.cut();
@@ -1850,28 +1886,12 @@ async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_t
         .problem(503, "STORAGE_UNAVAILABLE");
     // The secret is rotated on B: dead for every attempt that starts after
     // the answer, on either node.
-    let rotated = b
-        .post(&format!("{org}/webhook/rotate"), &owner, json!({}))
-        .await
-        .expect(200)
-        .json();
-    let rotated_at = std::time::Instant::now();
-    let secret = rotated["secret"].as_str().expect("secret").to_owned();
-    created.extend(tasks_on(&b, &org, &owner, titles(60)).await);
-    let all = |created: &[String]| {
-        created
-            .iter()
-            .cloned()
-            .collect::<std::collections::BTreeSet<_>>()
-    };
-    let expected = all(&created);
-    eventually(
-        Duration::from_secs(20),
+    let (secret, rotated_at) = rotated_on(&b, &org, &owner).await;
+    created.extend(tasks_on(&b, &org, &owner, sixty_titles(60)).await);
+    all_received(
+        &receiver,
+        &created,
         "every event delivered by B while A is away",
-        || {
-            let done = task_ids(&receiver.received()) == expected;
-            async move { done.then_some(()) }
-        },
     )
     .await;
     assert_ne!(lease_holder(&url, &org_id), a_id, "B took the lease over");
@@ -1889,16 +1909,11 @@ async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_t
 
     // Both nodes commit more; every event is delivered.
     let (on_a, on_b) = futures_util::join!(
-        tasks_on(&a, &org, &owner, titles(120)),
-        tasks_on(&b, &org, &owner, titles(180))
+        tasks_on(&a, &org, &owner, sixty_titles(120)),
+        tasks_on(&b, &org, &owner, sixty_titles(180))
     );
     created.extend(on_a.into_iter().chain(on_b));
-    let expected = all(&created);
-    eventually(Duration::from_secs(20), "every event delivered", || {
-        let done = task_ids(&receiver.received()) == expected;
-        async move { done.then_some(()) }
-    })
-    .await;
+    all_received(&receiver, &created, "every event delivered").await;
     actix_web::rt::time::sleep(Duration::from_secs(2)).await;
 
     // Only the attempts under way on A when it was cut off were made twice
@@ -1932,31 +1947,15 @@ async fn a_node_cut_off_from_the_database_past_its_lease_leaves_its_deliveries_t
 
 #[actix_web::test]
 async fn a_node_frozen_past_its_lease_starts_nothing_when_it_wakes() {
-    use crate::receiver::Behavior;
-
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::frozen_node") else {
         return;
     };
-    let (pair, org, owner, receiver, _) = hooked_pair(
-        &databases,
-        &[
-            ("ROLECALL_WEBHOOKS__LEASE_MS", "3000"),
-            ("ROLECALL_WEBHOOKS__MAX_IN_FLIGHT_PER_ORG", "4"),
-            ("ROLECALL_WEBHOOKS__ATTEMPT_TIMEOUT_MS", "2000"),
-        ],
-    )
-    .await;
+    let (pair, org, owner, receiver, _) = hooked_pair(&databases, &TAKE_OVER).await;
     let Pair {
         a, b, outputs, url, ..
     } = pair;
-    let org_id = org.trim_start_matches("/organizations/").to_owned();
     let a_id = node_id(&outputs[0]).await;
-    receiver.set(Behavior::slow(Duration::from_millis(100)));
-    let titles =
-        |from: usize| -> Vec<String> { (from..from + 60).map(|i| format!("task {i}")).collect() };
-    let mut created = tasks_on(&a, &org, &owner, titles(0)).await;
-    receiver.wait_for(10, Duration::from_secs(20)).await;
-    assert_eq!(lease_holder(&url, &org_id), a_id, "A holds the lease");
+    let mut created = held_by_a(&a, (&org, &owner), &receiver, &url, &a_id).await;
 
     // A freezes (a stopped process, a paused VM) with attempts under way.
     let pid = a.server.child.id().to_string();
@@ -1969,26 +1968,15 @@ async fn a_node_frozen_past_its_lease_starts_nothing_when_it_wakes() {
     };
     signal("-STOP");
     let frozen = std::time::Instant::now();
-    let rotated = b
-        .post(&format!("{org}/webhook/rotate"), &owner, json!({}))
-        .await
-        .expect(200)
-        .json();
-    let rotated_at = std::time::Instant::now();
-    let secret = rotated["secret"].as_str().expect("secret").to_owned();
-    created.extend(tasks_on(&b, &org, &owner, titles(60)).await);
+    let (secret, rotated_at) = rotated_on(&b, &org, &owner).await;
+    created.extend(tasks_on(&b, &org, &owner, sixty_titles(60)).await);
     actix_web::rt::time::sleep(
         (frozen + Duration::from_secs(7)).saturating_duration_since(std::time::Instant::now()),
     )
     .await;
     signal("-CONT");
     let woke = std::time::Instant::now();
-    let expected: std::collections::BTreeSet<String> = created.iter().cloned().collect();
-    eventually(Duration::from_secs(20), "every event delivered", || {
-        let done = task_ids(&receiver.received()) == expected;
-        async move { done.then_some(()) }
-    })
-    .await;
+    all_received(&receiver, &created, "every event delivered").await;
     actix_web::rt::time::sleep(Duration::from_secs(3)).await;
 
     // Only the attempts under way on A when it froze were made twice: once
