@@ -255,12 +255,12 @@ job_rows!(
          created_at = EXCLUDED.created_at"
     )
 );
-// A job waiting for its retry: updated in place (its row keeps its
-// marks), never inserted again (see `Write::RetryJob`).
+// A job waiting for its retry: its attempts and due time updated in
+// place (its row keeps its envelope and marks), never inserted again (see
+// `Write::RetryJob`).
 job_rows!(
     Retries = concat!(
-        "UPDATE outbox AS x SET event = t.e, body = t.b::json, attempts_made = t.a, \
-         due_at = t.du, created_at = t.c FROM ",
+        "UPDATE outbox AS x SET attempts_made = t.a, due_at = t.du FROM ",
         job_arrays!(),
         " WHERE x.organization_id = t.o AND x.delivery_id = t.d"
     )
