@@ -42,6 +42,10 @@ struct OrgBacklog {
     /// A job was left in the outbox while the read ran (the read may not
     /// have seen it).
     missed: bool,
+    /// Jobs that finished while the read ran. The read may have taken
+    /// their rows before their results deleted them: a job held by a commit
+    /// after the read was sent, and finished before its answer came back.
+    finished_while_reading: HashSet<DeliveryId>,
     /// Jobs left in the outbox since the last move out of memory.
     unspilled: usize,
     /// A move out of memory is under way.
@@ -165,6 +169,9 @@ impl Backlog {
     pub fn released(&mut self, org: OrgId, id: DeliveryId) {
         if let Some(entry) = self.orgs.get_mut(&org) {
             entry.held.remove(&id);
+            if entry.reading {
+                entry.finished_while_reading.insert(id);
+            }
             if entry.held.is_empty() && !entry.on_disk && !entry.reading && !entry.spilling {
                 self.orgs.remove(&org);
             }
@@ -191,7 +198,8 @@ impl Backlog {
 
     /// The read `read` returned `jobs`: they are held now (the cursor moves
     /// past them); the outbox is caught up when fewer came than asked and
-    /// nothing was left there meanwhile. Returns those not held already.
+    /// nothing was left there meanwhile. Returns those neither held already
+    /// nor finished while the read ran.
     pub fn read_done(&mut self, read: Read, jobs: Vec<Job>) -> Vec<Job> {
         let Some(entry) = self.orgs.get_mut(&read.org) else {
             return Vec::new();
@@ -202,8 +210,10 @@ impl Backlog {
             entry.on_disk = false;
         }
         entry.missed = false;
+        let finished = std::mem::take(&mut entry.finished_while_reading);
         let jobs: Vec<Job> = jobs
             .into_iter()
+            .filter(|job| !finished.contains(&job.delivery_id))
             .filter(|job| entry.held.insert(job.delivery_id))
             .collect();
         if entry.held.is_empty() && !entry.on_disk {
@@ -269,6 +279,7 @@ impl Backlog {
     pub fn read_failed(&mut self, read: Read) {
         if let Some(entry) = self.orgs.get_mut(&read.org) {
             entry.reading = false;
+            entry.finished_while_reading.clear();
         }
     }
 
@@ -436,6 +447,31 @@ mod tests {
             backlog.read_done(again, all[2..3].to_vec()).is_empty(),
             "a job held already is not handed out again"
         );
+    }
+
+    #[test]
+    fn a_job_that_finished_while_a_read_ran_is_not_held_again_when_the_read_finds_it() {
+        let (mut backlog, all, read) = reading_after_a_window();
+        let org = read.org;
+        // A commit held all[3] under this node's lease after the read was
+        // sent; its attempt finished before the read answered, and the
+        // read found its row before its result deleted it.
+        assert!(backlog.hold(&all[3]));
+        release(&mut backlog, &all[3..4]);
+        let held = backlog.read_done(read, all[2..4].to_vec());
+        assert_eq!(
+            held.iter().map(|job| job.delivery_id).collect::<Vec<_>>(),
+            vec![all[2].delivery_id],
+            "the finished job is not handed out again"
+        );
+        assert_eq!(backlog.held(), 1);
+        // Jobs finished before a later read are that read's concern no more.
+        release(&mut backlog, &all[2..3]);
+        backlog.more_on_disk(org);
+        let Some(next) = backlog.next_read(org) else {
+            panic!("a read")
+        };
+        assert_eq!(backlog.read_done(next, all[2..3].to_vec()).len(), 1);
     }
 
     #[test]

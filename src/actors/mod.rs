@@ -17,6 +17,7 @@ pub mod log;
 pub mod log_lengths;
 pub mod messages;
 pub mod organization;
+pub mod read_first;
 pub mod registry;
 pub mod role_expiry;
 pub mod send_permits;

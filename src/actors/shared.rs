@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::actors::backlog::Read;
 use crate::actors::fair_queue::Limits;
 use crate::actors::leases::Leases;
+use crate::actors::read_first::ReadFirst;
 use crate::actors::send_permits::{Gate, SendPermits};
 use crate::actors::unwritten::Unwritten;
 use crate::admissions::Admissions;
@@ -90,6 +91,9 @@ pub struct Shared {
     /// Organizations with jobs handed to this node that it did not take
     /// from their notification: its next read of them takes those rows.
     pub(in crate::actors) handed_on_disk: HashSet<OrgId>,
+    /// Handed jobs those reads took: their notifications, if they come
+    /// after, are ignored.
+    pub(in crate::actors) read_first: ReadFirst,
     /// Reads of waiting jobs to make, in the next claim of jobs.
     pub(in crate::actors) reads: Vec<(Read, Lease)>,
     /// A claim of jobs is under way.
@@ -125,6 +129,7 @@ impl Shared {
             unwritten,
             settling: HashSet::new(),
             handed_on_disk: HashSet::new(),
+            read_first: ReadFirst::default(),
             reads: Vec::new(),
             reading: false,
             listening: None,

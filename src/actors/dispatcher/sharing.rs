@@ -366,6 +366,12 @@ impl Dispatcher {
             }
             // A lease lost meanwhile (or claimed anew): the read is not this holding's.
             if self.holds(lease.org, Some(lease)) {
+                if handed {
+                    if let Some(shared) = self.shared.as_mut() {
+                        let ids = jobs.iter().map(|job| job.delivery_id);
+                        shared.read_first.taken(ids, Instant::now());
+                    }
+                }
                 self.read_done(read, jobs, ctx);
             }
         }
@@ -384,10 +390,20 @@ impl Dispatcher {
     /// is quiet here with room for them (as jobs its own commits hold);
     /// else its next read takes them (claiming the lease first if need be).
     fn handed(&mut self, handed: Handed, ctx: &mut Context<Self>) {
-        let Handed { org, epoch, jobs } = handed;
-        let Some(shared) = self.shared.as_ref() else {
+        let Handed {
+            org,
+            epoch,
+            mut jobs,
+        } = handed;
+        let Some(shared) = self.shared.as_mut() else {
             return;
         };
+        let now = Instant::now();
+        let told = jobs.len();
+        jobs.retain(|job| !shared.read_first.read_already(job.delivery_id, now));
+        if told > 0 && jobs.is_empty() {
+            return;
+        }
         let taking = !shared.stopped && !self.draining && !shared.settling.contains(&org);
         let holding = shared
             .leases
