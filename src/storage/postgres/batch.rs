@@ -215,56 +215,41 @@ rows!(ResourceDeletes = "DELETE FROM resources WHERE (organization_id, kind, id)
      (SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]))";
     { org: Uuid, kind: &'static str, id: Uuid });
 
-// The columns of the job statements below. A new job (no attempt made
-// yet: a fresh delivery id) is a plain insert: no speculative insertion,
-// no confirmation record in the WAL. One the committing node holds at once
-// is marked held by its lease (`claim`, `claim_read`) in its insert.
+// A job's insert, and the columns of both statements below. A new job
+// (no attempt made yet: a fresh delivery id) is a plain insert: no
+// speculative insertion, no confirmation record in the WAL. One the
+// committing node holds at once is marked held by its lease (`claim`,
+// `claim_read`) in its insert.
 macro_rules! job_rows {
-    ($name:ident = $sql:expr) => {
-        rows!($name = $sql;
+    ($name:ident, $conflict:expr) => {
+        rows!($name = concat!(
+            "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, \
+             created_at, claim, claim_read) \
+             SELECT o, d, e, b::json, a, du, c, cl, cr FROM unnest($1::uuid[], $2::uuid[], $3::text[], \
+             $4::text[], $5::int2[], $6::timestamptz[], $7::timestamptz[], $8::int8[], $9::int8[]) \
+             AS t(o, d, e, b, a, du, c, cl, cr)",
+            $conflict
+        );
             { org: Uuid, delivery: Uuid, event: String, body: String, attempts_made: i16,
               due_at: SystemTime, created_at: SystemTime, claim: Option<i64>, claim_read: Option<i64> });
     };
 }
-/// The job columns' arrays, as rows `t`.
-macro_rules! job_arrays {
-    () => {
-        "unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int2[], $6::timestamptz[], \
-         $7::timestamptz[], $8::int8[], $9::int8[]) AS t(o, d, e, b, a, du, c, cl, cr)"
-    };
-}
-/// A job's insert.
-macro_rules! job_insert {
-    () => {
-        concat!(
-            "INSERT INTO outbox (organization_id, delivery_id, event, body, attempts_made, due_at, \
-             created_at, claim, claim_read) \
-             SELECT o, d, e, b::json, a, du, c, cl, cr FROM ",
-            job_arrays!()
-        )
-    };
-}
-job_rows!(NewJobs = job_insert!());
+job_rows!(NewJobs, "");
 // A job attempted already, copied from another store: inserted, or
 // updated in place (its row keeps its marks).
 job_rows!(
-    Jobs = concat!(
-        job_insert!(),
-        " ON CONFLICT (organization_id, delivery_id) DO UPDATE SET event = EXCLUDED.event, \
-         body = EXCLUDED.body, attempts_made = EXCLUDED.attempts_made, due_at = EXCLUDED.due_at, \
-         created_at = EXCLUDED.created_at"
-    )
+    Jobs,
+    " ON CONFLICT (organization_id, delivery_id) DO UPDATE SET event = EXCLUDED.event, \
+     body = EXCLUDED.body, attempts_made = EXCLUDED.attempts_made, due_at = EXCLUDED.due_at, \
+     created_at = EXCLUDED.created_at"
 );
 // A job waiting for its retry: its attempts and due time updated in
-// place (its row keeps its envelope and marks), never inserted again (see
-// `Write::RetryJob`).
-job_rows!(
-    Retries = concat!(
-        "UPDATE outbox AS x SET attempts_made = t.a, due_at = t.du FROM ",
-        job_arrays!(),
-        " WHERE x.organization_id = t.o AND x.delivery_id = t.d"
-    )
-);
+// place (its row keeps its envelope and marks, which are not sent), never
+// inserted again (see `Write::RetryJob`).
+rows!(Retries = "UPDATE outbox AS x SET attempts_made = t.a, due_at = t.du \
+     FROM unnest($1::uuid[], $2::uuid[], $3::int2[], $4::timestamptz[]) AS t(o, d, a, du) \
+     WHERE x.organization_id = t.o AND x.delivery_id = t.d";
+    { org: Uuid, delivery: Uuid, attempts_made: i16, due_at: SystemTime });
 
 /// The update of retried jobs, public for the test of its plans.
 pub const RETRIES_SQL: &str = Retries::SQL;
@@ -545,7 +530,14 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
             a.request_id.push(owned_text(&record.request_id));
             a.occurred_at.push(time(record.occurred_at));
         }
-        Write::PutJob(job) | Write::RetryJob(job) => {
+        Write::RetryJob(job) => {
+            let r = &mut t.retries;
+            r.org.push(job.organization_id.0);
+            r.delivery.push(job.delivery_id.0);
+            r.attempts_made.push(i16::from(job.attempts_made));
+            r.due_at.push(time(job.due_at));
+        }
+        Write::PutJob(job) => {
             // A new job of an organization held elsewhere, by a node that
             // takes handed jobs: held under its epoch, and handed to it.
             let handed_to = job
@@ -571,10 +563,10 @@ fn add(t: &mut Tables, write: &Write, key: Option<&SealingKey>) -> Result<(), St
                     j.claim_read.push(claim_read);
                 }};
             }
-            match write {
-                Write::RetryJob(_) => push!(&mut t.retries),
-                _ if write.new_job().is_some() => push!(&mut t.new_jobs),
-                _ => push!(&mut t.jobs),
+            if write.new_job().is_some() {
+                push!(&mut t.new_jobs)
+            } else {
+                push!(&mut t.jobs)
             }
             match (handed_to, job.holder_told) {
                 (Some((node, epoch, line)), _) => {
@@ -827,13 +819,13 @@ mod tests {
         let writes = [
             Write::PutJob(first.clone()),
             Write::PutJob(second.clone()),
-            Write::RetryJob(retry),
+            Write::PutJob(retry.clone()),
         ];
         let Ok(statements) = super::statements(writes.iter(), None) else {
             panic!("the writes become statements");
         };
         let sqls: Vec<&str> = statements.iter().map(|s| s.sql).collect();
-        assert_eq!(sqls, [NewJobs::SQL, Retries::SQL, Tells::SQL]);
+        assert_eq!(sqls, [NewJobs::SQL, Jobs::SQL, Tells::SQL]);
         let params = |at: usize| -> Vec<String> {
             statements[at]
                 .params
@@ -875,6 +867,30 @@ mod tests {
             payloads,
             format!("{:?}", [org.0.to_string(), expected[0].clone()]),
             "the new jobs in commit order"
+        );
+
+        // The same job waiting for its retry: an update of its attempts and
+        // due time only, with no envelope and no notification.
+        retry.due_at = crate::time::Timestamp(retry.due_at.millis() + 2000);
+        let Ok(statements) = super::statements([Write::RetryJob(retry.clone())].iter(), None)
+        else {
+            panic!("the write becomes a statement");
+        };
+        let sqls: Vec<&str> = statements.iter().map(|s| s.sql).collect();
+        assert_eq!(sqls, [Retries::SQL]);
+        let params: Vec<String> = statements[0]
+            .params
+            .iter()
+            .map(|p| format!("{p:?}"))
+            .collect();
+        assert_eq!(
+            params,
+            [
+                format!("{:?}", [org.0]),
+                format!("{:?}", [retry.delivery_id.0]),
+                format!("{:?}", [1i16]),
+                format!("{:?}", [time(retry.due_at)]),
+            ]
         );
     }
 }
