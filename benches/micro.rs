@@ -10,6 +10,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use sled::Transactional;
 
 use rolecall::domain::access::check_keys;
 use rolecall::domain::audit::{AuditRecord, RequestIdText};
@@ -373,8 +374,10 @@ fn scattered(n: u64) -> [u8; 32] {
 /// in one sled transaction into a tree that holds 100,000 already: keyed
 /// by their scope alone (each lands in a leaf anywhere in the tree), as
 /// before, against keyed by their second of expiry, then scope (each lands
-/// among its second's; 5,000 answers a second), as `storage::sled::answered`
-/// has them stored.
+/// among its second's; 5,000 answers a second), against the whole round as
+/// one record by its second and batch number, with the scopes' prefixes in
+/// an index beside it, as `storage::sled::answer_batches` stores the
+/// answers committed with their changes.
 fn answer_insert(c: &mut Criterion) {
     const HELD: u64 = 100_000;
     const ROUND: u64 = 32;
@@ -413,6 +416,47 @@ fn answer_insert(c: &mut Criterion) {
             })
         });
     }
+    let (batches, index) = (
+        db.open_tree("batches").unwrap(),
+        db.open_tree("batch_index").unwrap(),
+    );
+    let batch_key = |n: u64| {
+        let second = u32::try_from(1_800_000_000 + n / 5_000).unwrap();
+        let mut key = second.to_be_bytes().to_vec();
+        key.extend_from_slice(&u32::try_from(n / ROUND).unwrap().to_be_bytes());
+        key
+    };
+    let round = |first: u64| {
+        let (mut record, mut prefixes) = (vec![1u8], vec![1u8]);
+        for n in first..first + ROUND {
+            let scope = scattered(n);
+            record.extend_from_slice(&scope);
+            record.extend_from_slice(&400u32.to_be_bytes());
+            record.extend_from_slice(&value);
+            prefixes.extend_from_slice(&scope[..8]);
+        }
+        (record, prefixes)
+    };
+    for first in (0..HELD).step_by(ROUND as usize) {
+        let (record, prefixes) = round(first);
+        batches.insert(batch_key(first), record).unwrap();
+        index.insert(batch_key(first), prefixes).unwrap();
+    }
+    let mut next = HELD;
+    group.bench_function(BenchmarkId::new("round_of_32", "one_record"), |b| {
+        b.iter(|| {
+            let first = next;
+            next += ROUND;
+            let (record, prefixes) = round(first);
+            (&batches, &index)
+                .transaction(|(batches, index)| {
+                    batches.insert(batch_key(first), record.as_slice())?;
+                    index.insert(batch_key(first), prefixes.as_slice())?;
+                    Ok::<_, sled::transaction::ConflictableTransactionError>(())
+                })
+                .unwrap();
+        })
+    });
     group.finish();
 }
 

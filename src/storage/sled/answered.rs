@@ -20,6 +20,10 @@
 //!   again. By chance that is one in 2^64 / n; on purpose, only a client
 //!   grinding its own keys can do it (a scope hashes the token, which no
 //!   one else has), to itself.
+//! - An answer committed with its change through the group commit lands
+//!   in that commit's batch ([`super::answer_batches`]): once the batch is
+//!   written, its number is noted with the scope's second
+//!   ([`AnsweredScopes::placed`]), before the request is answered.
 //! - An answer whose scope could not be noted (past [`MOST`] entries) is
 //!   stored under its scope alone ([`TreeName::Idempotency`]), where those
 //!   of earlier versions are too; that tree is asked until the last of
@@ -28,13 +32,16 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+pub use super::answer_batches::{Place, ALONE};
+
+use super::answer_batches;
 use super::codec::decode;
 use super::engine::Engine;
 use super::keys::TreeName;
 use crate::domain::idempotency::{KeyRecord, KeyState};
 use crate::time::Timestamp;
 
-/// Most scopes kept (a table of 2^20 slots of 13 bytes, about 14 MiB):
+/// Most scopes kept (a table of 2^20 slots of 17 bytes, about 18 MiB):
 /// past it, a scope is not noted, its answer is stored under its scope,
 /// and that tree is asked until the answer could have expired.
 pub const MOST: usize = 900_000;
@@ -44,8 +51,8 @@ const FULL_SWEEP_EVERY: u32 = 60;
 /// Where a scope's live answer may be stored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Lookups {
-    /// Under this second of expiry in [`TreeName::AnswersByExpiry`].
-    pub expiring: Option<u32>,
+    /// Here, among the answers of its second of expiry.
+    pub expiring: Option<Place>,
     /// Under the scope alone in [`TreeName::Idempotency`].
     pub by_scope: bool,
 }
@@ -58,8 +65,8 @@ pub struct AnsweredScopes {
 
 #[derive(Debug)]
 struct State {
-    /// The second (since the epoch) each scope's answer expires.
-    seconds: HashMap<[u8; 8], u32>,
+    /// Where each scope's answer is stored, by the second it expires.
+    places: HashMap<[u8; 8], Place>,
     /// Until then (milliseconds since the epoch), some live answer may be
     /// stored under its scope alone.
     by_scope_until: i64,
@@ -70,6 +77,8 @@ struct State {
     swept: u32,
     /// Most entries kept ([`MOST`]).
     most: usize,
+    /// The number of the last batch of answers written (or read at open).
+    last_batch: u32,
 }
 
 impl Default for AnsweredScopes {
@@ -94,17 +103,19 @@ impl AnsweredScopes {
     fn keeping(most: usize) -> Self {
         AnsweredScopes {
             state: Mutex::new(State {
-                seconds: HashMap::new(),
+                places: HashMap::new(),
                 by_scope_until: i64::MIN,
                 sweep_at: 1024.min(most),
                 swept: 0,
                 most,
+                last_batch: ALONE,
             }),
         }
     }
 
     /// The table of what `engine` stores at `now`: the keys of the answers
-    /// by expiry from `now` on, and the latest expiry of those by scope.
+    /// by expiry from `now` on, the scopes of the batches from `now` on,
+    /// and the latest expiry of the answers by scope.
     pub fn read(engine: &Engine, now: Timestamp) -> Result<Self, sled::Error> {
         let scopes = Self::default();
         let from = second(now).to_be_bytes();
@@ -114,9 +125,25 @@ impl AnsweredScopes {
                 continue;
             };
             if let (Ok(expires), Ok(scope)) = (<[u8; 4]>::try_from(expires), scope.try_into()) {
-                scopes.note_second(scope, u32::from_be_bytes(expires), now);
+                let place = Place {
+                    second: u32::from_be_bytes(expires),
+                    batch: ALONE,
+                };
+                scopes.lock().note(prefix(scope), place, second(now));
             }
         }
+        let mut state = scopes.lock();
+        for entry in engine.tree(TreeName::AnswerBatchIndex).iter() {
+            let (key, prefixes) = entry?;
+            let Some(place) = answer_batches::place_of(&key) else {
+                continue;
+            };
+            state.last_batch = state.last_batch.max(place.batch);
+            for prefix in answer_batches::prefixes(&prefixes) {
+                state.note(prefix, place, second(now));
+            }
+        }
+        drop(state);
         let mut latest = i64::MIN;
         for value in engine.tree(TreeName::Idempotency).iter().values() {
             if let Ok(KeyRecord {
@@ -136,10 +163,10 @@ impl AnsweredScopes {
         let state = self.lock();
         Lookups {
             expiring: state
-                .seconds
+                .places
                 .get(&prefix(scope))
                 .copied()
-                .filter(|&expires| expires >= second(now)),
+                .filter(|place| place.second >= second(now)),
             by_scope: now.millis() < state.by_scope_until,
         }
     }
@@ -151,7 +178,10 @@ impl AnsweredScopes {
     /// there too until it expires.
     pub fn by_expiry(&self, scope: &[u8; 32], expires: Timestamp) -> bool {
         let mut state = self.lock();
-        let noted = state.seconds.get(&prefix(scope)) == Some(&second(expires));
+        let noted = state
+            .places
+            .get(&prefix(scope))
+            .is_some_and(|place| place.second == second(expires));
         if !noted {
             state.by_scope_until = state.by_scope_until.max(expires.millis());
         }
@@ -162,11 +192,40 @@ impl AnsweredScopes {
     /// anything is written under it (if there is room: else its answer is
     /// stored by scope, see [`AnsweredScopes::by_expiry`]).
     pub fn note(&self, scope: &[u8; 32], expires: Timestamp, now: Timestamp) {
-        self.note_second(scope, second(expires), now);
+        let place = Place {
+            second: second(expires),
+            batch: ALONE,
+        };
+        self.lock().note(prefix(scope), place, second(now));
     }
 
-    fn note_second(&self, scope: &[u8; 32], expires: u32, now: Timestamp) {
-        self.lock().note(prefix(scope), expires, second(now));
+    /// The number of the next batch of answers: never one a live batch
+    /// has (numbers go on from the highest stored at open; a number comes
+    /// round again only after 2^32 batches, long after its second).
+    pub fn next_batch(&self) -> u32 {
+        let mut state = self.lock();
+        state.last_batch = state.last_batch.wrapping_add(1).max(ALONE + 1);
+        state.last_batch
+    }
+
+    /// The answers of `scopes`, expiring at `expires` (a second), are
+    /// written in `batch`: lookups go there from now on. A scope noted
+    /// since under another second (claimed again, or another scope of the
+    /// same prefix) keeps that one.
+    pub fn placed<'s>(
+        &self,
+        scopes: impl IntoIterator<Item = &'s [u8; 32]>,
+        expires: u32,
+        batch: u32,
+    ) {
+        let mut state = self.lock();
+        for scope in scopes {
+            if let Some(place) = state.places.get_mut(&prefix(scope)) {
+                if place.second == expires {
+                    place.batch = batch;
+                }
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -175,21 +234,21 @@ impl AnsweredScopes {
 }
 
 impl State {
-    fn note(&mut self, prefix: [u8; 8], expires: u32, now: u32) {
-        if expires < now {
+    fn note(&mut self, prefix: [u8; 8], place: Place, now: u32) {
+        if place.second < now {
             return;
         }
-        let full = self.seconds.len() >= self.most;
+        let full = self.places.len() >= self.most;
         let swept_lately = now.saturating_sub(self.swept) < FULL_SWEEP_EVERY;
-        if self.seconds.len() >= self.sweep_at && !(full && swept_lately) {
-            self.seconds.retain(|_, &mut expires| expires >= now);
+        if self.places.len() >= self.sweep_at && !(full && swept_lately) {
+            self.places.retain(|_, place| place.second >= now);
             self.swept = now;
-            self.sweep_at = (self.seconds.len() * 2).clamp(1024.min(self.most), self.most);
+            self.sweep_at = (self.places.len() * 2).clamp(1024.min(self.most), self.most);
         }
-        if self.seconds.len() >= self.most && !self.seconds.contains_key(&prefix) {
+        if self.places.len() >= self.most && !self.places.contains_key(&prefix) {
             return;
         }
-        self.seconds.insert(prefix, expires);
+        self.places.insert(prefix, place);
     }
 }
 
@@ -206,10 +265,10 @@ mod tests {
 
     #[test]
     fn the_table_of_the_most_scopes_stays_within_its_slots() {
-        let mut seconds: HashMap<[u8; 8], u32> = HashMap::new();
-        seconds.reserve(MOST);
-        assert!(seconds.capacity() < 1 << 20, "{}", seconds.capacity());
-        assert_eq!(std::mem::size_of::<([u8; 8], u32)>(), 12);
+        let mut places: HashMap<[u8; 8], Place> = HashMap::new();
+        places.reserve(MOST);
+        assert!(places.capacity() < 1 << 20, "{}", places.capacity());
+        assert_eq!(std::mem::size_of::<([u8; 8], Place)>(), 16);
     }
 
     fn at(second: i64, ms: i64) -> Timestamp {
@@ -218,7 +277,10 @@ mod tests {
 
     fn expiring(second: u32) -> Lookups {
         Lookups {
-            expiring: Some(second),
+            expiring: Some(Place {
+                second,
+                batch: ALONE,
+            }),
             by_scope: false,
         }
     }
@@ -252,7 +314,7 @@ mod tests {
         // and looked up there until it expires.
         assert!(!scopes.by_expiry(&scope(1), at(186_400, 300)));
         let both = Lookups {
-            expiring: Some(186_500),
+            expiring: expiring(186_500).expiring,
             by_scope: true,
         };
         assert_eq!(scopes.lookups(&scope(1), at(186_400, 299)), both);
@@ -281,7 +343,7 @@ mod tests {
         // Full: refused without sweeping the table again soon after.
         scopes.note(&scope(7), at(110_000, 0), at(100_030, 0));
         let state = scopes.lock();
-        assert_eq!((state.seconds.len(), state.swept), (4, 100_000));
+        assert_eq!((state.places.len(), state.swept), (4, 100_000));
         drop(state);
         // Once the unnoted answer is past, and the others with it, no
         // lookup goes by scope, and room is made again.
@@ -291,7 +353,7 @@ mod tests {
         assert_eq!(scopes.lookups(&scope(6), later), expiring(140_000));
         assert_eq!(scopes.lookups(&scope(1), later), Lookups::default());
         assert_eq!(
-            scopes.lock().seconds.len(),
+            scopes.lock().places.len(),
             1,
             "the past entries were dropped"
         );

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::answered::AnsweredScopes;
 use super::engine::Slot;
 use super::room::Room;
 use super::write::{commit_to, size_of, Op};
@@ -59,11 +60,16 @@ pub struct GroupCommit {
 impl GroupCommit {
     /// Starts the committing thread for the database in `slot`. It ends
     /// when every handle is dropped.
-    pub fn start(slot: Arc<Slot>, room: Room, window: Duration) -> std::io::Result<Self> {
+    pub fn start(
+        slot: Arc<Slot>,
+        room: Room,
+        answered: Arc<AnsweredScopes>,
+        window: Duration,
+    ) -> std::io::Result<Self> {
         let (requests, inbox) = mpsc::channel::<Request>();
         let thread = thread::Builder::new()
             .name("rolecall-commit".into())
-            .spawn(move || commit_rounds(&inbox, &slot, &room, window))?;
+            .spawn(move || commit_rounds(&inbox, &slot, &room, &answered, window))?;
         Ok(Self {
             requests,
             thread: Arc::new(Mutex::new(Some(thread))),
@@ -120,7 +126,13 @@ impl GroupCommit {
 /// the requests gathered in the window after it). `DurableSoon` requests
 /// wait for such a round, or for [`SOON`]. Ends when every handle is
 /// dropped, after a last round for whoever still waits.
-fn commit_rounds(inbox: &mpsc::Receiver<Request>, slot: &Slot, room: &Room, window: Duration) {
+fn commit_rounds(
+    inbox: &mpsc::Receiver<Request>,
+    slot: &Slot,
+    room: &Room,
+    answered: &AnsweredScopes,
+    window: Duration,
+) {
     // Requests for the next round; `DurableSoon` ones only, between rounds.
     let mut next: Vec<Request> = Vec::new();
     let mut oldest_waiting = Instant::now();
@@ -148,19 +160,19 @@ fn commit_rounds(inbox: &mpsc::Receiver<Request>, slot: &Slot, room: &Room, wind
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 if !next.is_empty() {
-                    run_round(slot, room, next);
+                    run_round(slot, room, answered, next);
                 }
                 return;
             }
         }
-        run_round(slot, room, std::mem::take(&mut next));
+        run_round(slot, room, answered, std::mem::take(&mut next));
     }
 }
 
 /// One round: every commit in one transaction, one flush, then the
 /// answers. With no database in service, every request of the round is
 /// answered so at once; without room on the disk, every commit.
-fn run_round(slot: &Slot, room: &Room, round: Vec<Request>) {
+fn run_round(slot: &Slot, room: &Room, answered: &AnsweredScopes, round: Vec<Request>) {
     let mut flush_waiters = Vec::new();
     let mut commits = Vec::new();
     for request in round {
@@ -189,7 +201,7 @@ fn run_round(slot: &Slot, room: &Room, round: Vec<Request>) {
             let _ = waiter.send(Err(StoreError::Unavailable(full.clone())));
         }
     }
-    let committed = commit_all(&engine.trees, &commits);
+    let committed = commit_all(&engine.trees, answered, &commits);
     let flushed = engine
         .db
         .flush()
@@ -224,15 +236,16 @@ fn run_round(slot: &Slot, room: &Room, round: Vec<Request>) {
 /// only the offending one fails.
 fn commit_all(
     trees: &[::sled::Tree],
+    answered: &AnsweredScopes,
     commits: &[(Vec<Op>, CommitWaiter)],
 ) -> Vec<Result<(), StoreError>> {
     let together = commits.iter().flat_map(|(ops, _)| ops.iter());
-    match commit_to(trees, together) {
+    match commit_to(trees, answered, together) {
         Ok(()) => commits.iter().map(|_| Ok(())).collect(),
         Err(err) if commits.len() == 1 => vec![Err(err)],
         Err(_) => commits
             .iter()
-            .map(|(ops, _)| commit_to(trees, ops.iter()))
+            .map(|(ops, _)| commit_to(trees, answered, ops.iter()))
             .collect(),
     }
 }

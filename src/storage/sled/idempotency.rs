@@ -1,8 +1,9 @@
 //! Idempotency keys on sled. Answers are kept by the second they expire
 //! ([`super::answered`] says where to look): written in the transaction
 //! of the change they answer where the route records them so
-//! ([`crate::domain::change::Write::KeyAnswer`]), else on their own here,
-//! and flushed before the request is answered either way. Claims of
+//! ([`crate::domain::change::Write::KeyAnswer`]), in a batch with the
+//! others of its group commit ([`super::answer_batches`]), else on their
+//! own here, and flushed before the request is answered either way. Claims of
 //! requests running now are kept in memory only: one process has the data
 //! directory, and a claim lost in a crash is one that lapsed (the retry
 //! runs), which is what a written one would become. So a keyed request
@@ -13,7 +14,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::answered::{second, AnsweredScopes};
+use super::answer_batches;
+use super::answered::{second, AnsweredScopes, Place, ALONE};
 use super::codec::{decode, encode};
 use super::keys::{self, TreeName};
 use super::SledStore;
@@ -58,26 +60,16 @@ impl SledStore {
     ) -> Result<Begin, StoreError> {
         let mut running = self.claims.lock();
         let lookups = self.answered.lookups(&scope, now);
-        let places = (lookups.expiring)
-            .map(|second| {
-                (
-                    TreeName::AnswersByExpiry,
-                    keys::answer(second, &scope).to_vec(),
-                )
-            })
-            .into_iter()
-            .chain(
-                lookups
-                    .by_scope
-                    .then(|| (TreeName::Idempotency, scope.to_vec())),
-            );
-        for (tree, key) in places {
-            if let Some(record) = self
-                .stored_record(tree, &key)?
-                .filter(|record| record.live(now))
-            {
-                return Ok(record.verdict(&fingerprint, now));
-            }
+        let live = |record: Option<KeyRecord>| record.filter(|record| record.live(now));
+        let mut stored = match lookups.expiring {
+            Some(place) => live(self.answer_at(place, &scope)?),
+            None => None,
+        };
+        if stored.is_none() && lookups.by_scope {
+            stored = live(self.stored_record(TreeName::Idempotency, &scope)?);
+        }
+        if let Some(record) = stored {
+            return Ok(record.verdict(&fingerprint, now));
         }
         if let Some(record) = running.get(&scope).filter(|record| record.live(now)) {
             return Ok(record.verdict(&fingerprint, now));
@@ -91,6 +83,23 @@ impl SledStore {
         running.insert(scope, KeyRecord::running(fingerprint, until));
         self.answered.note(&scope, expires, now);
         Ok(Begin::Run)
+    }
+
+    /// The answer of `scope` stored at `place`, if any.
+    fn answer_at(&self, place: Place, scope: &[u8; 32]) -> Result<Option<KeyRecord>, StoreError> {
+        if place.batch == ALONE {
+            let key = keys::answer(place.second, scope);
+            return self.stored_record(TreeName::AnswersByExpiry, &key);
+        }
+        let key = answer_batches::key(place);
+        let batch = self.read(|engine| {
+            let tree = engine.tree(TreeName::AnswerBatches);
+            tree.get(key).map_err(StoreError::engine)
+        })?;
+        match batch {
+            Some(batch) => answer_batches::find(&batch, scope)?.map(decode).transpose(),
+            None => Ok(None),
+        }
     }
 
     /// The record stored in `tree` under `key`, if any.
@@ -149,20 +158,26 @@ impl SledStore {
     }
 
     /// See [`crate::storage::Store::idempotency_purge`]. Answers by
-    /// expiry are past in key order, and go without being read.
+    /// expiry, and their batches, are past in key order, and go without
+    /// being read.
     pub fn idempotency_purge(&self, now: Timestamp, limit: usize) -> Result<usize, StoreError> {
         self.read(|engine| {
-            let by_expiry = engine.tree(TreeName::AnswersByExpiry);
             let mut purged = 0;
-            for key in by_expiry
-                .range(..second(now).to_be_bytes())
-                .keys()
-                .take(limit)
-            {
-                by_expiry
-                    .remove(key.map_err(StoreError::engine)?)
-                    .map_err(StoreError::engine)?;
-                purged += 1;
+            let by_expiry = [
+                TreeName::AnswersByExpiry,
+                TreeName::AnswerBatches,
+                TreeName::AnswerBatchIndex,
+            ];
+            for tree in by_expiry.map(|name| engine.tree(name)) {
+                for key in tree
+                    .range(..second(now).to_be_bytes())
+                    .keys()
+                    .take(limit.saturating_sub(purged))
+                {
+                    tree.remove(key.map_err(StoreError::engine)?)
+                        .map_err(StoreError::engine)?;
+                    purged += 1;
+                }
             }
             let by_scope = engine.tree(TreeName::Idempotency);
             for entry in by_scope.iter() {
@@ -188,7 +203,7 @@ impl SledStore {
 /// Where an answer of `scope` that expires at `expires` is stored, so that
 /// lookups find it: by its second of expiry, or else under its scope alone
 /// ([`AnsweredScopes::by_expiry`]).
-pub(super) fn answer_place(
+fn answer_place(
     answered: &AnsweredScopes,
     scope: &[u8; 32],
     expires: Timestamp,

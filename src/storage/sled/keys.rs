@@ -55,11 +55,18 @@ pub enum TreeName {
     /// answer in its change's transaction where the route records it so,
     /// else on its own
     AnswersByExpiry,
+    /// second of expiry (u32, big-endian) | batch number (u32, big-endian)
+    /// → the answers one group commit wrote together
+    /// ([`super::answer_batches`])
+    AnswerBatches,
+    /// the same key → the first 8 bytes of each of that batch's scopes,
+    /// read at open to know where each answer is
+    AnswerBatchIndex,
 }
 
 impl TreeName {
     /// Every tree in transaction-view order.
-    pub const ALL: [TreeName; 18] = [
+    pub const ALL: [TreeName; 20] = [
         TreeName::Users,
         TreeName::UserEmails,
         TreeName::Tokens,
@@ -78,6 +85,8 @@ impl TreeName {
         TreeName::DeliveryIds,
         TreeName::Idempotency,
         TreeName::AnswersByExpiry,
+        TreeName::AnswerBatches,
+        TreeName::AnswerBatchIndex,
     ];
 
     /// The on-disk name; a layout change gets a new suffix.
@@ -101,6 +110,8 @@ impl TreeName {
             TreeName::DeliveryIds => "delivery_ids_v1",
             TreeName::Idempotency => "idempotency_v1",
             TreeName::AnswersByExpiry => "idempotency_by_expiry_v1",
+            TreeName::AnswerBatches => "idempotency_batches_v1",
+            TreeName::AnswerBatchIndex => "idempotency_batch_index_v1",
         }
     }
 
@@ -260,7 +271,9 @@ mod tests {
                 "outbox_spills_v1",
                 "delivery_ids_v1",
                 "idempotency_v1",
-                "idempotency_by_expiry_v1"
+                "idempotency_by_expiry_v1",
+                "idempotency_batches_v1",
+                "idempotency_batch_index_v1"
             ]
         );
         let answer = answer(0x0102_0304, &[9; 32]);

@@ -11,6 +11,7 @@
 //! operation uses the database in service ([`engine::Slot`]), which an I/O
 //! failure takes out of service until it is reopened.
 
+mod answer_batches;
 mod answered;
 pub mod codec;
 mod engine;
@@ -133,7 +134,12 @@ impl SledStore {
             .map(Arc::new)
             .map_err(StoreError::engine)?;
         let slot = Slot::new(dir, tuning, engine);
-        let committer = GroupCommit::start(slot.clone(), room.clone(), tuning.commit_window)?;
+        let committer = GroupCommit::start(
+            slot.clone(),
+            room.clone(),
+            answered.clone(),
+            tuning.commit_window,
+        )?;
         Ok(SledStore {
             slot,
             committer,
@@ -203,7 +209,7 @@ impl SledStore {
     pub fn append(&self, writes: &[Write]) -> Result<Durability, StoreError> {
         let ops = prepare(writes, self.key.as_ref(), &self.late, &self.answered)?;
         self.room.check(write::size_of(&ops))?;
-        self.read(|engine| commit_to(&engine.trees, ops.iter()))?;
+        self.read(|engine| commit_to(&engine.trees, &self.answered, ops.iter()))?;
         self.slot.wrote();
         Ok(Durability::after(self.committer.durable_soon()))
     }
@@ -879,7 +885,10 @@ mod tests {
         assert_eq!(
             storage.answered.lookups(&scope, now),
             Lookups {
-                expiring: Some(answered::second(expires)),
+                expiring: Some(answered::Place {
+                    second: answered::second(expires),
+                    batch: answered::ALONE
+                }),
                 by_scope: true
             },
             "noted by the opening read, and an answer by scope is live"
@@ -912,7 +921,10 @@ mod tests {
         assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
         assert_eq!(
             storage.answered.lookups(&new, now).expiring,
-            Some(answered::second(expires)),
+            Some(answered::Place {
+                second: answered::second(expires),
+                batch: answered::ALONE
+            }),
             "noted when claimed"
         );
         let begun = storage.idempotency_begin(new, fingerprint, until, expires, now);
@@ -920,6 +932,77 @@ mod tests {
         // Past their time, both are purged, each from its own tree.
         let purged = storage.idempotency_purge(Timestamp(expires.millis() + 1000), 10);
         assert_eq!(purged.ok(), Some(2));
+        assert!(storage.close().is_ok());
+    }
+
+    /// Answers committed with their changes by concurrent requests share
+    /// their group commit's batch: each is replayed from it, before and
+    /// after a restart (the opening read notes each scope's batch), a later
+    /// batch gets a higher number, and the batch goes once past its second.
+    #[tokio::test]
+    async fn answers_committed_together_are_one_batch_replayed_before_and_after_a_restart() {
+        use crate::domain::idempotency::{Begin, KeyAnswer, StoredAnswer};
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let storage = open(dir.path());
+        let now = Timestamp::now();
+        let until = Timestamp(now.millis() + 60_000);
+        let expires = Timestamp(now.millis() + 3_600_000);
+        let answer = |n: u8| StoredAnswer {
+            status: 201,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: format!("{{\"n\":{n}}}").into_bytes(),
+        };
+        let scope = |n: u8| [n; 32];
+        let write = |n: u8| {
+            Write::KeyAnswer(Box::new(KeyAnswer {
+                scope: scope(n),
+                fingerprint: [n; 32],
+                answer: answer(n),
+                expires,
+            }))
+        };
+        for n in 1..=8 {
+            let begun = storage.idempotency_begin(scope(n), [n; 32], until, expires, now);
+            assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
+        }
+        let commits = (1..=6).map(|n| storage.commit(vec![write(n)]));
+        let committed = futures_util::future::join_all(commits).await;
+        assert!(committed.iter().all(Result::is_ok), "{committed:?}");
+        let count = |storage: &SledStore, tree| storage.read(|engine| Ok(engine.tree(tree).len()));
+        assert_eq!(count(&storage, TreeName::AnswersByExpiry).ok(), Some(0));
+        let batches = count(&storage, TreeName::AnswerBatches).ok().unwrap_or(0);
+        assert!((1..6).contains(&batches), "{batches} batches of 6 answers");
+        let replayed = |storage: &SledStore, n: u8| {
+            let begun = storage.idempotency_begin(scope(n), [n; 32], until, expires, now);
+            matches!(&begun, Ok(Begin::Replay(a)) if *a == answer(n))
+        };
+        assert!((1..=6).all(|n| replayed(&storage, n)));
+        let place = |storage: &SledStore, n: u8| storage.answered.lookups(&scope(n), now).expiring;
+        let before = place(&storage, 6).map(|place| place.batch);
+        assert!(before.is_some_and(|batch| batch != answered::ALONE));
+        assert!(storage.close().is_ok());
+
+        let storage = open(dir.path());
+        assert!((1..=6).all(|n| replayed(&storage, n)), "after a restart");
+        assert_eq!(place(&storage, 6).map(|place| place.batch), before);
+        for n in 7..=8 {
+            let begun = storage.idempotency_begin(scope(n), [n; 32], until, expires, now);
+            assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
+        }
+        assert!(storage.commit(vec![write(7), write(8)]).await.is_ok());
+        assert!(replayed(&storage, 7) && replayed(&storage, 8));
+        let after = place(&storage, 7).map(|place| place.batch);
+        assert!(after > before, "{after:?} after {before:?}");
+        let past = Timestamp(expires.millis() + 1000);
+        let purged = storage.idempotency_purge(past, 100).ok();
+        assert_eq!(
+            purged,
+            Some(2 * (batches + 1)),
+            "each batch and its index entry"
+        );
+        assert_eq!(count(&storage, TreeName::AnswerBatches).ok(), Some(0));
         assert!(storage.close().is_ok());
     }
 

@@ -9,9 +9,9 @@ use ::sled::transaction::{
 };
 use ::sled::Transactional;
 
-use super::answered::AnsweredScopes;
+use super::answer_batches::Batches;
+use super::answered::{second, AnsweredScopes};
 use super::codec::{decode, encode};
-use super::idempotency::answer_place;
 use super::keys::{self, TreeName};
 use super::late::LateRecords;
 use crate::domain::change::Write;
@@ -107,7 +107,7 @@ pub fn lift<E>(
     }
 }
 
-/// Lifts a failed read inside a transaction.
+/// Lifts a failed read (or write) of a transactional tree.
 pub fn lift_read<E>(err: UnabortableTransactionError) -> ConflictableTransactionError<Aborted<E>> {
     lift(err.into())
 }
@@ -123,6 +123,18 @@ pub enum Op {
     Remove(TreeName, Vec<u8>),
     /// Insert a row unless the key holds one.
     Add(TreeName, Vec<u8>, Vec<u8>),
+    /// An idempotency answer that expires in `second`, where
+    /// [`AnsweredScopes`] noted its scope: written in its commit's batch
+    /// ([`super::answer_batches`]), or on its own in
+    /// [`TreeName::AnswersByExpiry`] by [`apply`].
+    Answer {
+        /// Its second of expiry.
+        second: u32,
+        /// Its scope.
+        scope: [u8; 32],
+        /// Its `KeyRecord`, encoded.
+        record: Vec<u8>,
+    },
     /// Seed 2.4, checked inside the transaction before a role row is put.
     GuardRolePut(Box<Role>),
     /// Seed 2.4, checked inside the transaction before a role row is removed.
@@ -136,6 +148,7 @@ impl Op {
             Op::Put(tree, ..) | Op::Remove(tree, _) | Op::Add(tree, ..) => {
                 std::slice::from_ref(tree.as_static())
             }
+            Op::Answer { .. } => &[TreeName::AnswersByExpiry],
             // A role guard reads the role, and whether its organization exists yet.
             Op::GuardRolePut(_) | Op::GuardRoleDelete(..) => &[TreeName::Roles, TreeName::Orgs],
         }
@@ -148,6 +161,7 @@ pub fn size_of<'o>(ops: impl IntoIterator<Item = &'o Op>) -> u64 {
         .map(|op| match op {
             Op::Put(_, key, value) | Op::Add(_, key, value) => key.len() + value.len(),
             Op::Remove(_, key) => key.len(),
+            Op::Answer { scope, record, .. } => scope.len() + record.len(),
             Op::GuardRolePut(_) | Op::GuardRoleDelete(..) => 0,
         })
         .sum::<usize>() as u64
@@ -244,8 +258,16 @@ fn prepare_one(
             ));
         }
         Write::KeyAnswer(answer) => {
-            let (tree, key) = answer_place(answered, &answer.scope, answer.expires);
-            ops.push(Op::Put(tree, key, encode(&answer.record())?));
+            let record = encode(&answer.record())?;
+            ops.push(if answered.by_expiry(&answer.scope, answer.expires) {
+                Op::Answer {
+                    second: second(answer.expires),
+                    scope: answer.scope,
+                    record,
+                }
+            } else {
+                Op::Put(Idempotency, answer.scope.to_vec(), record)
+            });
         }
     }
     Ok(())
@@ -301,22 +323,46 @@ pub fn trees_of<'o>(
         .into_iter()
 }
 
-/// Applies `ops` to `trees` in one transaction covering the trees they touch.
+/// Applies `ops` to `trees` in one transaction covering the trees they
+/// touch, their idempotency answers in batches ([`Batches`]) whose places
+/// are noted in `answered` once committed.
 pub fn commit_to<'o>(
     trees: &[::sled::Tree],
+    answered: &AnsweredScopes,
     ops: impl Iterator<Item = &'o Op> + Clone,
 ) -> Result<(), StoreError> {
-    let names = trees_of(ops.clone());
+    let answers = ops.clone().filter_map(|op| match op {
+        Op::Answer {
+            second,
+            scope,
+            record,
+        } => Some((*second, scope, record.as_slice())),
+        _ => None,
+    });
+    let batches = Batches::of(answers, || answered.next_batch());
+    let rows = ops.filter(|op| !matches!(op, Op::Answer { .. }));
+    let names = trees_of(rows.clone()).chain(batches.trees());
     if names.clone().next().is_none() {
         return Ok(());
     }
     transaction(trees, names, |views| {
-        for op in ops.clone() {
+        for op in rows.clone() {
             apply(views, op).map_err(lift::<StoreError>)?;
+        }
+        if !batches.is_empty() {
+            let (batched, index) = (
+                views.tree(TreeName::AnswerBatches).map_err(lift)?,
+                views.tree(TreeName::AnswerBatchIndex).map_err(lift)?,
+            );
+            batches.write(batched, index).map_err(lift_read)?;
         }
         Ok(())
     })
-    .map_err(Aborted::into_error)
+    .map_err(Aborted::into_error)?;
+    for (place, scopes) in batches.places() {
+        answered.placed(scopes, place.second, place.batch);
+    }
+    Ok(())
 }
 
 /// Applies one row operation inside a transaction.
@@ -329,6 +375,15 @@ pub fn apply(views: &Views<'_>, op: &Op) -> TxResult<()> {
         }
         Op::Remove(tree, key) => {
             views.tree(*tree)?.remove(key.as_slice())?;
+        }
+        Op::Answer {
+            second,
+            scope,
+            record,
+        } => {
+            views
+                .tree(TreeName::AnswersByExpiry)?
+                .insert(&keys::answer(*second, scope)[..], record.as_slice())?;
         }
         Op::Add(tree, key, value) => {
             let tree = views.tree(*tree)?;
