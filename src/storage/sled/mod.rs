@@ -1006,6 +1006,63 @@ mod tests {
         assert!(storage.close().is_ok());
     }
 
+    /// When one writer of a group commit's round breaks a rule, each is
+    /// committed on its own: a keyed answer of the same round is then
+    /// written in a batch of its own, and found there.
+    #[tokio::test]
+    async fn an_answer_whose_round_failed_together_is_batched_on_its_own_and_found() {
+        use crate::domain::idempotency::{Begin, KeyAnswer, StoredAnswer};
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        let tuning = Tuning {
+            commit_window: std::time::Duration::from_millis(200),
+            ..Tuning::default()
+        };
+        let Ok(storage) = SledStore::open(dir.path(), tuning, None) else {
+            panic!("storage did not open");
+        };
+        let (_, owner, _) = new_org(&storage);
+        let now = Timestamp::now();
+        let (until, expires) = (
+            Timestamp(now.millis() + 60_000),
+            Timestamp(now.millis() + 3_600_000),
+        );
+        let (scope, fingerprint) = ([21; 32], [22; 32]);
+        let answer = StoredAnswer {
+            status: 201,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: b"{}".to_vec(),
+        };
+        let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
+        assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
+        let mut renamed = owner.clone();
+        renamed.name = "Boss".into();
+        let keyed = Write::KeyAnswer(Box::new(KeyAnswer {
+            scope,
+            fingerprint,
+            answer: answer.clone(),
+            expires,
+        }));
+        let (refused, answered) = tokio::join!(
+            storage.commit(vec![Write::Edit(Edit::PutRole(renamed))]),
+            storage.commit(vec![keyed]),
+        );
+        assert!(
+            matches!(refused, Err(StoreError::RoleImmutable)),
+            "{refused:?}"
+        );
+        assert!(answered.is_ok(), "{answered:?}");
+        let batches = storage.read(|engine| Ok(engine.tree(TreeName::AnswerBatches).len()));
+        assert_eq!(batches.ok(), Some(1));
+        let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
+        assert!(
+            matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
+            "{begun:?}"
+        );
+        assert!(storage.close().is_ok());
+    }
+
     /// A request that outlived its claim, taken over meanwhile by a retry
     /// of the same request, drops only its own claim when it fails: the
     /// retry's holds until the retry drops it.
