@@ -2,10 +2,10 @@
 //! per second of expiry ([`TreeName::AnswerBatches`]) with the prefixes of
 //! their scopes beside it ([`TreeName::AnswerBatchIndex`], read at open).
 //! A round of the group commit carries about ten keyed creates in a burst:
-//! written one by one, their answers were half of what a key cost on
-//! sled, nearly all of it sled's work per insert (BENCHMARKS.md). Where
-//! each answer went is noted in [`AnsweredScopes`] once the batch is
-//! written, before its request is answered.
+//! written one by one, their answers' inserts were about two thirds of
+//! what a key cost on sled (BENCHMARKS.md). Where each answer went is
+//! noted in [`super::answered::AnsweredScopes`] once the batch is written,
+//! before its request is answered.
 //!
 //! - A batch: a format byte, then for each answer its scope (32 bytes),
 //!   the length of its record (u32, big-endian) and the record.
