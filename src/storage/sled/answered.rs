@@ -118,6 +118,7 @@ impl AnsweredScopes {
     /// and the latest expiry of the answers by scope.
     pub fn read(engine: &Engine, now: Timestamp) -> Result<Self, sled::Error> {
         let scopes = Self::default();
+        let mut state = scopes.lock();
         let from = second(now).to_be_bytes();
         for key in engine.tree(TreeName::AnswersByExpiry).range(from..).keys() {
             let key = key?;
@@ -129,10 +130,9 @@ impl AnsweredScopes {
                     second: u32::from_be_bytes(expires),
                     batch: ALONE,
                 };
-                scopes.lock().note(prefix(scope), place, second(now));
+                state.note(prefix(scope), place, second(now));
             }
         }
-        let mut state = scopes.lock();
         for entry in engine.tree(TreeName::AnswerBatchIndex).iter() {
             let (key, prefixes) = entry?;
             let Some(place) = answer_batches::place_of(&key) else {
@@ -143,7 +143,6 @@ impl AnsweredScopes {
                 state.note(prefix, place, second(now));
             }
         }
-        drop(state);
         let mut latest = i64::MIN;
         for value in engine.tree(TreeName::Idempotency).iter().values() {
             if let Ok(KeyRecord {
@@ -154,7 +153,8 @@ impl AnsweredScopes {
                 latest = latest.max(expires);
             }
         }
-        scopes.lock().by_scope_until = latest;
+        state.by_scope_until = latest;
+        drop(state);
         Ok(scopes)
     }
 

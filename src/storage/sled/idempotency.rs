@@ -2,8 +2,9 @@
 //! ([`super::answered`] says where to look): written in the transaction
 //! of the change they answer where the route records them so
 //! ([`crate::domain::change::Write::KeyAnswer`]), in a batch with the
-//! others of its group commit ([`super::answer_batches`]), else on their
-//! own here, and flushed before the request is answered either way. Claims of
+//! others of its group commit ([`super::answer_batches`]), else after it
+//! in a write of their own (a batch of one), and flushed before the
+//! request is answered either way. Claims of
 //! requests running now are kept in memory only: one process has the data
 //! directory, and a claim lost in a crash is one that lapsed (the retry
 //! runs), which is what a written one would become. So a keyed request
@@ -15,11 +16,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::answer_batches;
-use super::answered::{second, AnsweredScopes, Place, ALONE};
-use super::codec::{decode, encode};
+use super::answered::{second, Place, ALONE};
+use super::codec::decode;
 use super::keys::{self, TreeName};
 use super::SledStore;
-use crate::domain::idempotency::{Begin, KeyClaim, KeyRecord, StoredAnswer};
+use crate::domain::change::Write;
+use crate::domain::idempotency::{Begin, KeyAnswer, KeyClaim, KeyRecord, StoredAnswer};
 use crate::storage::StoreError;
 use crate::time::Timestamp;
 
@@ -108,8 +110,9 @@ impl SledStore {
         stored.map(|bytes| decode(&bytes)).transpose()
     }
 
-    /// See [`crate::storage::Store::idempotency_answer`]: durable when it
-    /// returns.
+    /// See [`crate::storage::Store::idempotency_answer`]: written as the
+    /// write of a change would be (where [`super::answered`] finds it), and
+    /// durable when it returns.
     pub async fn idempotency_answer(
         &self,
         scope: [u8; 32],
@@ -117,15 +120,13 @@ impl SledStore {
         answer: StoredAnswer,
         expires: Timestamp,
     ) -> Result<(), StoreError> {
-        let bytes = encode(&KeyRecord::answered(fingerprint, answer, expires))?;
-        let (tree, key) = answer_place(&self.answered, &scope, expires);
-        let written = self.read(|engine| {
-            engine
-                .tree(tree)
-                .insert(key, bytes)
-                .map(drop)
-                .map_err(StoreError::engine)
-        });
+        let write = Write::KeyAnswer(Box::new(KeyAnswer {
+            scope,
+            fingerprint,
+            answer,
+            expires,
+        }));
+        let written = self.append(&[write]);
         self.idempotency_answered(scope, &fingerprint);
         written?;
         self.durable().await
@@ -197,21 +198,5 @@ impl SledStore {
             }
             Ok(purged)
         })
-    }
-}
-
-/// Where an answer of `scope` that expires at `expires` is stored, so that
-/// lookups find it: by its second of expiry, or else under its scope alone
-/// ([`AnsweredScopes::by_expiry`]).
-fn answer_place(
-    answered: &AnsweredScopes,
-    scope: &[u8; 32],
-    expires: Timestamp,
-) -> (TreeName, Vec<u8>) {
-    if answered.by_expiry(scope, expires) {
-        let key = keys::answer(second(expires), scope);
-        (TreeName::AnswersByExpiry, key.to_vec())
-    } else {
-        (TreeName::Idempotency, scope.to_vec())
     }
 }

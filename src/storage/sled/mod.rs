@@ -810,6 +810,24 @@ mod tests {
         }
     }
 
+    /// A JSON answer of `status` with `body`, as the middleware keeps one.
+    fn json_answer(status: u16, body: &[u8]) -> crate::domain::idempotency::StoredAnswer {
+        crate::domain::idempotency::StoredAnswer {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.to_vec(),
+        }
+    }
+
+    /// When a claim made at `now` lapses (a minute on), and when its answer
+    /// expires (an hour on).
+    fn claim_and_expiry(now: Timestamp) -> (Timestamp, Timestamp) {
+        (
+            Timestamp(now.millis() + 60_000),
+            Timestamp(now.millis() + 3_600_000),
+        )
+    }
+
     fn new_org(storage: &SledStore) -> (Organization, Role, Role) {
         let now = Timestamp::now();
         let org = Organization {
@@ -829,54 +847,49 @@ mod tests {
         (org, owner, member)
     }
 
-    /// An answer stored before a restart is replayed after it, found by
-    /// its key's second of expiry, which the opening read noted; a key
-    /// never seen is then not looked up at all. An answer under its scope
-    /// alone (an earlier version's, or one the table had no room for) is
-    /// looked up there until it expires.
+    /// An answer stored before a restart is replayed after it, found in
+    /// its batch, which the opening read noted; a key never seen is then
+    /// not looked up at all. Answers of earlier versions, on their own by
+    /// their second of expiry or under their scope alone (also one the
+    /// table had no room for), are found there, the latter until it expires.
     #[tokio::test]
     async fn a_stored_answer_is_replayed_after_a_restart_and_a_new_key_is_not_looked_up() {
-        use crate::domain::idempotency::{Begin, KeyRecord, StoredAnswer};
+        use crate::domain::idempotency::{Begin, KeyRecord};
         use answered::Lookups;
         let Some(dir) = tempfile::tempdir().ok() else {
             panic!("no temp dir");
         };
         let now = Timestamp::now();
-        let (until, expires) = (
-            Timestamp(now.millis() + 60_000),
-            Timestamp(now.millis() + 3_600_000),
-        );
+        let (until, expires) = claim_and_expiry(now);
         let (scope, fingerprint) = ([7; 32], [8; 32]);
-        let answer = StoredAnswer {
-            status: 201,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: b"{}".to_vec(),
-        };
+        let answer = json_answer(201, b"{}");
         let storage = open(dir.path());
         let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
         assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
         let answered = storage.idempotency_answer(scope, fingerprint, answer.clone(), expires);
         assert!(answered.await.is_ok());
-        let stored = storage.read(|engine| {
-            let key = keys::answer(answered::second(expires), &scope);
-            engine
-                .tree(TreeName::AnswersByExpiry)
-                .get(key)
-                .map_err(StoreError::engine)
-        });
-        assert!(
-            matches!(stored, Ok(Some(_))),
-            "stored by its second of expiry"
-        );
-        // An earlier version's answer, under its scope alone.
-        let (old, old_answer) = (
-            [5; 32],
-            KeyRecord::answered([4; 32], answer.clone(), expires),
-        );
+        let count = |storage: &SledStore, tree| storage.read(|engine| Ok(engine.tree(tree).len()));
+        assert_eq!(count(&storage, TreeName::AnswerBatches).ok(), Some(1));
+        let placed = storage.answered.lookups(&scope, now).expiring;
+        assert!(placed.is_some_and(|place| place.batch != answered::ALONE));
+        // Earlier versions' answers: on its own by its second of expiry,
+        // and under its scope alone.
+        let (by_second, by_scope) = ([3; 32], [5; 32]);
+        let old_answer = KeyRecord::answered([4; 32], answer.clone(), expires);
         let written = storage.read(|engine| {
             let bytes = codec::encode(&old_answer)?;
-            let tree = engine.tree(TreeName::Idempotency);
-            tree.insert(old, bytes).map_err(StoreError::engine)
+            let key = keys::answer(answered::second(expires), &by_second);
+            let trees = [
+                (TreeName::AnswersByExpiry, key.to_vec()),
+                (TreeName::Idempotency, by_scope.to_vec()),
+            ];
+            for (tree, key) in trees {
+                engine
+                    .tree(tree)
+                    .insert(key, bytes.clone())
+                    .map_err(StoreError::engine)?;
+            }
+            Ok(())
         });
         assert!(written.is_ok());
         assert!(storage.close().is_ok());
@@ -885,29 +898,38 @@ mod tests {
         assert_eq!(
             storage.answered.lookups(&scope, now),
             Lookups {
-                expiring: Some(answered::Place {
-                    second: answered::second(expires),
-                    batch: answered::ALONE
-                }),
+                expiring: placed,
                 by_scope: true
             },
             "noted by the opening read, and an answer by scope is live"
+        );
+        assert_eq!(
+            storage.answered.lookups(&by_second, now).expiring,
+            Some(answered::Place {
+                second: answered::second(expires),
+                batch: answered::ALONE
+            }),
         );
         let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
         assert!(
             matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
             "{begun:?}"
         );
-        let begun = storage.idempotency_begin(scope, [9; 32], until, expires, now);
-        assert!(matches!(begun, Ok(Begin::Reused)), "{begun:?}");
-        let begun = storage.idempotency_begin(old, [4; 32], until, expires, now);
+        let begun = storage.idempotency_begin(by_second, [4; 32], until, expires, now);
         assert!(
             matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
-            "the earlier version's answer: {begun:?}"
+            "the earlier version's answer by its second: {begun:?}"
+        );
+        let begun = storage.idempotency_begin(scope, [9; 32], until, expires, now);
+        assert!(matches!(begun, Ok(Begin::Reused)), "{begun:?}");
+        let begun = storage.idempotency_begin(by_scope, [4; 32], until, expires, now);
+        assert!(
+            matches!(&begun, Ok(Begin::Replay(a)) if *a == answer),
+            "the earlier version's answer by scope: {begun:?}"
         );
         let after = Timestamp(expires.millis() + 1);
         assert_eq!(
-            storage.answered.lookups(&old, after),
+            storage.answered.lookups(&by_scope, after),
             Lookups::default(),
             "past the last answer by scope, nothing is looked up"
         );
@@ -929,9 +951,10 @@ mod tests {
         );
         let begun = storage.idempotency_begin(new, fingerprint, until, expires, now);
         assert!(matches!(begun, Ok(Begin::Running { .. })), "{begun:?}");
-        // Past their time, both are purged, each from its own tree.
+        // Past their time, all are purged, each from its own tree: the
+        // batch and its index entry, and the earlier versions' two.
         let purged = storage.idempotency_purge(Timestamp(expires.millis() + 1000), 10);
-        assert_eq!(purged.ok(), Some(2));
+        assert_eq!(purged.ok(), Some(4));
         assert!(storage.close().is_ok());
     }
 
@@ -941,19 +964,14 @@ mod tests {
     /// batch gets a higher number, and the batch goes once past its second.
     #[tokio::test]
     async fn answers_committed_together_are_one_batch_replayed_before_and_after_a_restart() {
-        use crate::domain::idempotency::{Begin, KeyAnswer, StoredAnswer};
+        use crate::domain::idempotency::{Begin, KeyAnswer};
         let Some(dir) = tempfile::tempdir().ok() else {
             panic!("no temp dir");
         };
         let storage = open(dir.path());
         let now = Timestamp::now();
-        let until = Timestamp(now.millis() + 60_000);
-        let expires = Timestamp(now.millis() + 3_600_000);
-        let answer = |n: u8| StoredAnswer {
-            status: 201,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: format!("{{\"n\":{n}}}").into_bytes(),
-        };
+        let (until, expires) = claim_and_expiry(now);
+        let answer = |n: u8| json_answer(201, format!("{{\"n\":{n}}}").as_bytes());
         let scope = |n: u8| [n; 32];
         let write = |n: u8| {
             Write::KeyAnswer(Box::new(KeyAnswer {
@@ -1011,7 +1029,7 @@ mod tests {
     /// written in a batch of its own, and found there.
     #[tokio::test]
     async fn an_answer_whose_round_failed_together_is_batched_on_its_own_and_found() {
-        use crate::domain::idempotency::{Begin, KeyAnswer, StoredAnswer};
+        use crate::domain::idempotency::{Begin, KeyAnswer};
         let Some(dir) = tempfile::tempdir().ok() else {
             panic!("no temp dir");
         };
@@ -1024,16 +1042,9 @@ mod tests {
         };
         let (_, owner, _) = new_org(&storage);
         let now = Timestamp::now();
-        let (until, expires) = (
-            Timestamp(now.millis() + 60_000),
-            Timestamp(now.millis() + 3_600_000),
-        );
+        let (until, expires) = claim_and_expiry(now);
         let (scope, fingerprint) = ([21; 32], [22; 32]);
-        let answer = StoredAnswer {
-            status: 201,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: b"{}".to_vec(),
-        };
+        let answer = json_answer(201, b"{}");
         let begun = storage.idempotency_begin(scope, fingerprint, until, expires, now);
         assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
         let mut renamed = owner.clone();
@@ -1107,7 +1118,7 @@ mod tests {
     /// found there; the retry's own answer is then found by its second.
     #[tokio::test]
     async fn a_late_answer_of_a_lapsed_claim_is_stored_by_scope_and_found() {
-        use crate::domain::idempotency::{Begin, StoredAnswer};
+        use crate::domain::idempotency::Begin;
         let Some(dir) = tempfile::tempdir().ok() else {
             panic!("no temp dir");
         };
@@ -1120,11 +1131,7 @@ mod tests {
         );
         let until = Timestamp(now.millis() + 60_000);
         let scope = [3; 32];
-        let answer = |status| StoredAnswer {
-            status,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: b"{}".to_vec(),
-        };
+        let answer = |status| json_answer(status, b"{}");
         let begun = storage.idempotency_begin(scope, [1; 32], lapsed, first, now);
         assert!(matches!(begun, Ok(Begin::Run)), "{begun:?}");
         let begun = storage.idempotency_begin(scope, [2; 32], until, retry, now);
@@ -1141,11 +1148,11 @@ mod tests {
             in_tree(TreeName::Idempotency, scope.to_vec()),
             Ok(Some(_))
         ));
-        let by_first = keys::answer(answered::second(first), &scope).to_vec();
-        assert!(matches!(
-            in_tree(TreeName::AnswersByExpiry, by_first),
-            Ok(None)
-        ));
+        let by_second = storage.read(|engine| {
+            let trees = [TreeName::AnswersByExpiry, TreeName::AnswerBatches];
+            Ok(trees.map(|tree| engine.tree(tree).len()))
+        });
+        assert_eq!(by_second.ok(), Some([0, 0]), "not stored by its second");
         let begun = storage.idempotency_begin(scope, [1; 32], until, retry, now);
         assert!(
             matches!(&begun, Ok(Begin::Replay(a)) if a.status == 201),
@@ -1153,9 +1160,14 @@ mod tests {
         );
         let answered = storage.idempotency_answer(scope, [2; 32], answer(202), retry);
         assert!(answered.await.is_ok());
-        let by_retry = keys::answer(answered::second(retry), &scope).to_vec();
+        let Some(place) = storage.answered.lookups(&scope, now).expiring else {
+            panic!("the retry's answer is noted");
+        };
+        assert_eq!(place.second, answered::second(retry));
+        assert_ne!(place.batch, answered::ALONE);
+        let batch = answer_batches::key(place).to_vec();
         assert!(matches!(
-            in_tree(TreeName::AnswersByExpiry, by_retry),
+            in_tree(TreeName::AnswerBatches, batch),
             Ok(Some(_))
         ));
         let begun = storage.idempotency_begin(scope, [2; 32], until, retry, now);
