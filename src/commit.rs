@@ -27,7 +27,7 @@ use crate::ids::{OrgId, ResourceId};
 use crate::state::accounts::AccountTable;
 use crate::state::directory::Directory;
 use crate::state::recent_checks::RecentChecks;
-use crate::storage::{Durability, Store, StoreError};
+use crate::storage::{Durability, Freshness, Store, StoreError};
 
 /// Where committed deliveries go: the dispatcher, and the delivery log's
 /// bookkeeping. Implemented by the delivery actors.
@@ -84,7 +84,8 @@ pub struct CommitPath {
     directory: Arc<Directory>,
     accounts: Arc<AccountTable>,
     deliveries: Arc<dyn Deliveries>,
-    /// The revisions delivery attempts read, for the next ones to reuse.
+    /// The organizations' revisions as last read (by requests and delivery
+    /// attempts), for attempts to reuse.
     recent: RecentChecks,
 }
 
@@ -180,20 +181,36 @@ impl CommitPath {
     /// answered, such as the secret a delivery attempt is signed with (see
     /// [`crate::state::recent_checks`] for why a recent read is enough).
     pub async fn current_snapshot(&self, org: OrgId) -> Result<Option<Arc<OrgState>>, StoreError> {
-        let asked = Instant::now();
-        if let Some(revision) = self.recent.revision(org, asked) {
+        if let Some(revision) = self.recent.revision(org, Instant::now()) {
             return self.fresh_snapshot(org, Some(revision)).await;
         }
-        let Some(fresh) = self.store.freshness(None, Some(org)).await? else {
+        let Some(fresh) = self.freshness(None, Some(org)).await? else {
             return Ok(self.directory.get(org));
         };
         match fresh.revision {
-            Some(revision) => {
-                self.recent.note(org, asked, revision);
-                self.fresh_snapshot(org, Some(revision)).await
-            }
+            Some(revision) => self.fresh_snapshot(org, Some(revision)).await,
             None => Ok(None),
         }
+    }
+
+    /// Asks the shared store whether `token` is live and at which revision
+    /// `org` is ([`Store::freshness`]; `None` on a store no other node
+    /// shares). The revision read is kept for delivery attempts to reuse
+    /// ([`RecentChecks`]), whichever request asked: an attempt that follows
+    /// its event's request by a few milliseconds then makes no read of its
+    /// own. Any read serves, since it is noted with the time it was asked,
+    /// before its statement was sent.
+    pub async fn freshness(
+        &self,
+        token: Option<&[u8; 32]>,
+        org: Option<OrgId>,
+    ) -> Result<Option<Freshness>, StoreError> {
+        let asked = Instant::now();
+        let fresh = self.store.freshness(token, org).await?;
+        if let (Some(org), Some(revision)) = (org, fresh.as_ref().and_then(|f| f.revision)) {
+            self.recent.note(org, asked, revision);
+        }
+        Ok(fresh)
     }
 
     /// Reads `org`'s state as stored now and publishes it (unless a newer

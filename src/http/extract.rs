@@ -114,7 +114,7 @@ async fn checked(
         prechecked.filter(|pre| pre.token == digest && (org.is_none() || pre.org == org));
     let fresh = match prechecked {
         Some(pre) => pre.fresh,
-        None => ctx.store.freshness(Some(&digest), org).await?,
+        None => ctx.commit.freshness(Some(&digest), org).await?,
     }
     .unwrap_or_default();
     let Some((record, user)) = fresh.account else {

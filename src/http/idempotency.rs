@@ -418,7 +418,7 @@ async fn live_token(ctx: &AppContext, req: &ServiceRequest) -> Result<Option<[u8
         constant_time_eq(&digest, &ctx.admin_token_sha256)
     } else if ctx.store.shared() {
         let org = organization_of(req.path()).and_then(OrgId::parse);
-        let fresh = ctx.store.freshness(Some(&digest), org).await?;
+        let fresh = ctx.commit.freshness(Some(&digest), org).await?;
         let live = fresh.as_ref().is_some_and(|fresh| fresh.account.is_some());
         req.extensions_mut().insert(Prechecked {
             token: digest,

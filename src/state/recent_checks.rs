@@ -1,7 +1,9 @@
 //! The organizations' revisions as this node last read them from a store
 //! that several nodes share, and when it asked: a delivery attempt reuses a
 //! read asked less than [`REUSE`] ago instead of making its own (one round
-//! trip to the database per attempt, and the attempt's latency).
+//! trip to the database per attempt, and the attempt's latency). Requests'
+//! checks are noted too, so an attempt that follows its event's request by
+//! a few milliseconds usually makes no read of its own.
 //!
 //! Why that keeps CONTRACT §8's promise, "a rotated secret is dead on every
 //! node for every attempt that starts after the rotate answer": a change
@@ -9,7 +11,8 @@
 //! only [`ENDPOINT_CHANGE_WAIT`] after its commit, twice [`REUSE`]. An
 //! attempt that starts after that answer reuses only a read asked at most
 //! [`REUSE`] before it, so after the commit; and a statement asked after a
-//! commit sees it. (Each node measures its own interval on its monotonic
+//! commit sees it, whoever asked it (a request joins only a batch of checks
+//! not sent yet). (Each node measures its own interval on its monotonic
 //! clock; clocks' rates differ by far less than the factor of two.)
 
 use std::collections::HashMap;

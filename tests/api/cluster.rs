@@ -703,6 +703,49 @@ async fn a_busy_node_signs_with_a_secret_rotated_on_the_other_node_once_answered
     );
 }
 
+/// Issue 30: a delivery attempt reuses the organization's revision that
+/// its event's request read moments before (within
+/// [`rolecall::state::recent_checks::REUSE`]), instead of reading it
+/// again: one check per event, not two. The events are spaced so that no
+/// earlier read is recent when each is created.
+#[actix_web::test]
+async fn an_attempt_reuses_the_revision_its_events_request_read() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::reused_read") else {
+        return;
+    };
+    let (pair, org, owner, receiver, _) = hooked_pair(&databases, &[]).await;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    let a_id = node_id(&pair.outputs[0]).await;
+    let mut received = receiver.received().len();
+    tasks_in_commit_order(&pair.a, &org, &owner, &["first".to_owned()]).await;
+    received += 1;
+    receiver.wait_for(received, Duration::from_secs(10)).await;
+    assert_eq!(lease_holder(&pair.url, &org_id), a_id, "A holds the lease");
+    let Some(before) = statement_calls(&pair.url, rolecall::storage::postgres::CHECK_SQL) else {
+        return;
+    };
+    const EVENTS: i64 = 12;
+    for i in 0..EVENTS {
+        actix_web::rt::time::sleep(
+            rolecall::state::recent_checks::REUSE + Duration::from_millis(20),
+        )
+        .await;
+        tasks_in_commit_order(&pair.a, &org, &owner, &[format!("spaced {i}")]).await;
+        received += 1;
+        receiver.wait_for(received, Duration::from_secs(10)).await;
+    }
+    let checks = statement_calls(&pair.url, rolecall::storage::postgres::CHECK_SQL)
+        .expect("counted before")
+        - before;
+    // Each request checks; an attempt reads again only when it starts
+    // more than REUSE after its request's check (a slow or busy machine).
+    // Without the reuse: two per event.
+    assert!(
+        (EVENTS..=EVENTS + EVENTS / 2).contains(&checks),
+        "{checks} checks for {EVENTS} events, each created and delivered alone"
+    );
+}
+
 #[actix_web::test]
 async fn events_created_on_both_nodes_are_each_delivered_once() {
     let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::delivered_once") else {
@@ -846,15 +889,17 @@ async fn delivered_within(
     .await;
 }
 
-/// Lease claims run on the database at `url` so far, counted by
+/// Lease claims run on the database at `url` so far (see
+/// [`statement_calls`]).
+fn lease_claims(url: &str) -> Option<i64> {
+    statement_calls(url, rolecall::storage::postgres::LEASE_CLAIM_SQL)
+}
+
+/// How many times `sql` ran on the database at `url` so far, counted by
 /// `pg_stat_statements`; `None`, said, without it (a failure in CI, which
 /// loads it).
-fn lease_claims(url: &str) -> Option<i64> {
-    let prefix = rolecall::storage::postgres::LEASE_CLAIM_SQL
-        .split_whitespace()
-        .take(8)
-        .collect::<Vec<_>>()
-        .join(" ");
+fn statement_calls(url: &str, sql: &str) -> Option<i64> {
+    let prefix = sql.split_whitespace().take(8).collect::<Vec<_>>().join(" ");
     on_database(url, |client| async move {
         let loaded = client
             .query_one(
@@ -870,7 +915,7 @@ fn lease_claims(url: &str) -> Option<i64> {
                 std::env::var("ROLECALL_REQUIRE_POSTGRES").as_deref() != Ok("1"),
                 "ROLECALL_REQUIRE_POSTGRES=1 but pg_stat_statements is not in this database"
             );
-            println!("lease claims not counted: pg_stat_statements is not in this database");
+            println!("statements not counted: pg_stat_statements is not in this database");
             return None;
         }
         let calls = client
