@@ -793,6 +793,14 @@ mod tests {
     use crate::domain::user::User;
     use crate::time::Timestamp;
 
+    /// A new temporary directory for a store.
+    fn temp_dir() -> tempfile::TempDir {
+        let Some(dir) = tempfile::tempdir().ok() else {
+            panic!("no temp dir");
+        };
+        dir
+    }
+
     /// Opens `dir`, waiting out a moment in which a database dropped just
     /// before still holds its lock (sled's flusher thread lets go of it
     /// asynchronously).
@@ -856,9 +864,7 @@ mod tests {
     async fn a_stored_answer_is_replayed_after_a_restart_and_a_new_key_is_not_looked_up() {
         use crate::domain::idempotency::{Begin, KeyRecord};
         use answered::Lookups;
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let now = Timestamp::now();
         let (until, expires) = claim_and_expiry(now);
         let (scope, fingerprint) = ([7; 32], [8; 32]);
@@ -965,9 +971,7 @@ mod tests {
     #[tokio::test]
     async fn answers_committed_together_are_one_batch_replayed_before_and_after_a_restart() {
         use crate::domain::idempotency::{Begin, KeyAnswer};
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let storage = open(dir.path());
         let now = Timestamp::now();
         let (until, expires) = claim_and_expiry(now);
@@ -1030,9 +1034,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_whose_round_failed_together_is_batched_on_its_own_and_found() {
         use crate::domain::idempotency::{Begin, KeyAnswer};
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let tuning = Tuning {
             commit_window: std::time::Duration::from_millis(200),
             ..Tuning::default()
@@ -1080,9 +1082,7 @@ mod tests {
     #[test]
     fn a_failed_request_drops_its_own_claim_not_a_retrys() {
         use crate::domain::idempotency::{Begin, KeyClaim};
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let storage = open(dir.path());
         let now = Timestamp::now();
         let expires = Timestamp(now.millis() + 3_600_000);
@@ -1119,9 +1119,7 @@ mod tests {
     #[tokio::test]
     async fn a_late_answer_of_a_lapsed_claim_is_stored_by_scope_and_found() {
         use crate::domain::idempotency::Begin;
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let storage = open(dir.path());
         let now = Timestamp::now();
         let lapsed = Timestamp(now.millis() - 1);
@@ -1185,9 +1183,7 @@ mod tests {
     #[test]
     fn lapsed_claims_are_swept_and_running_ones_kept() {
         use crate::domain::idempotency::Begin;
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let storage = open(dir.path());
         let now = Timestamp::now();
         let (lapsed, running) = (
@@ -1219,9 +1215,7 @@ mod tests {
 
     #[test]
     fn a_data_directory_of_another_layout_is_refused() {
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let storage = open(dir.path());
         let Ok(engine) = storage.slot.current() else {
             panic!("no database in service")
@@ -1243,9 +1237,7 @@ mod tests {
     #[tokio::test]
     async fn a_layout_1_outbox_is_moved_to_layout_2() {
         use crate::domain::event::EventKind;
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let (org, other) = (OrgId::generate(), OrgId::generate());
         let jobs: Vec<Job> = [org, other, org]
             .iter()
@@ -1311,9 +1303,7 @@ mod tests {
             created_at: Timestamp,
             updated_at: Timestamp,
         }
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let (old, done) = (OrgId::generate(), OrgId::generate());
         let events = crate::domain::webhook::EventSet::parse(&["task.created".to_owned()])
             .unwrap_or_default();
@@ -1393,9 +1383,7 @@ mod tests {
     #[tokio::test]
     async fn a_layout_3_log_gets_its_entries_by_delivery() {
         use crate::domain::event::EventKind;
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let org = OrgId::generate();
         let records: Vec<LogRecord> = (0..5)
             .map(|n| LogRecord::skipped(org, EventKind::TaskCreated, vec![n], None))
@@ -1457,9 +1445,7 @@ mod tests {
     async fn deliveries_are_found_whether_their_records_came_soon_or_late() {
         use crate::domain::event::EventKind;
         use crate::storage::SCAN_LIMIT;
-        let Some(dir) = tempfile::tempdir().ok() else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let storage = open(dir.path());
         let org = OrgId::generate();
         let record = |n: u8| LogRecord::skipped(org, EventKind::TaskCreated, vec![n], None);
@@ -1505,10 +1491,7 @@ mod tests {
 
     #[test]
     fn storage_refuses_to_alter_owner_or_delete_member() {
-        let dir = tempfile::tempdir().ok();
-        let Some(dir) = dir else {
-            panic!("no temp dir");
-        };
+        let dir = temp_dir();
         let storage = open(dir.path());
         let (org, owner, member) = new_org(&storage);
 
