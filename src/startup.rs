@@ -223,11 +223,12 @@ impl Application {
 
         // Nothing fails from here until the server runs: actors and timers
         // start only now, so a failed start leaves none behind.
-        // On a shared queue, outcomes are counted until durable (see `unwritten`).
+        // On a shared queue, outcomes are counted until durable (see
+        // `unwritten`), and logs pruned by the counts the store keeps.
         let unwritten = queue.is_some().then(Arc::<Unwritten>::default);
         let mut log_actor = LogActor::new(commit.clone(), metrics.clone(), hooks.log_retention);
         if let Some(unwritten) = &unwritten {
-            log_actor = log_actor.counting(unwritten.clone());
+            log_actor = log_actor.on_shared_queue(unwritten.clone());
         }
         let log = logging.run(log_actor);
         let judging = Context::<EndpointHealth>::new();

@@ -14,8 +14,10 @@
 //! Pruning must not read whole logs: the actor counts each log once and
 //! then keeps count itself ([`LogLengths`]); once a log exceeds its
 //! retention by a tenth (exactly, for retentions under 10) it deletes the
-//! oldest surplus. The passes run off the thread the dispatcher shares:
-//! there they delayed healthy deliveries by up to a second.
+//! oldest surplus. On a queue several nodes share, where other nodes write
+//! the same logs, every pass keeps the newest records by the count the
+//! store keeps instead. The passes run off the thread the dispatcher
+//! shares: there they delayed healthy deliveries by up to a second.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -90,10 +92,13 @@ impl LogActor {
         }
     }
 
-    /// Tells `unwritten` of each result once it is durable (the dispatcher
-    /// counted it when it sent it).
-    pub fn counting(mut self, unwritten: Arc<Unwritten>) -> Self {
+    /// On a queue several nodes share: tells `unwritten` of each result
+    /// once it is durable (the dispatcher counted it when it sent it), and
+    /// prunes each log by the count the store keeps, since other nodes
+    /// write it too ([`LogLengths::shared`]).
+    pub fn on_shared_queue(mut self, unwritten: Arc<Unwritten>) -> Self {
         self.unwritten = Some(unwritten);
+        self.lengths = LogLengths::shared(self.retention);
         self
     }
 

@@ -11,6 +11,14 @@
 //! is kept apart as uncertain: trims remove only what is certainly surplus
 //! (never a record within the retention), and a log whose uncertain part
 //! alone takes it past the threshold is counted again.
+//!
+//! On a queue several nodes share, an organization's log is written by
+//! whichever node holds its lease, and the lease moves: what this node
+//! noted is not all that was written, and trims of its own surplus let the
+//! log grow towards the retention once per node. There the store keeps
+//! each log's count (a row of its own), so every pass is a count that
+//! keeps the newest `retention` records: it reads no records, and it sees
+//! every node's.
 
 use std::collections::HashMap;
 
@@ -36,6 +44,8 @@ struct Length {
 /// Log lengths and running passes, by organization.
 pub struct LogLengths {
     retention: usize,
+    /// Other nodes write these logs too: every pass counts.
+    shared: bool,
     lengths: HashMap<OrgId, Length>,
     running: HashMap<OrgId, Pass>,
 }
@@ -45,8 +55,18 @@ impl LogLengths {
     pub fn new(retention: usize) -> Self {
         LogLengths {
             retention,
+            shared: false,
             lengths: HashMap::new(),
             running: HashMap::new(),
+        }
+    }
+
+    /// The same, for logs other nodes write too, on a store that keeps
+    /// their counts: every pass counts (see the module's doc).
+    pub fn shared(retention: usize) -> Self {
+        LogLengths {
+            shared: true,
+            ..LogLengths::new(retention)
         }
     }
 
@@ -84,7 +104,7 @@ impl LogLengths {
         let pass = match self.lengths.get(&org) {
             None => Pass::Count,
             Some(length) if length.known + length.uncertain <= threshold => return None,
-            Some(length) if length.known > self.retention => {
+            Some(length) if length.known > self.retention && !self.shared => {
                 Pass::Trim(length.known - self.retention)
             }
             Some(_) => Pass::Count,
@@ -97,8 +117,18 @@ impl LogLengths {
     }
 
     /// A count of `org` ended with `remaining` records counted and kept.
+    /// Where other nodes write the log too, a shorter log is taken as full:
+    /// what they add is not noted here, so this node's next pass then comes
+    /// within a tenth of the retention of its own records, whatever the
+    /// count was when it ran (a log first counted while nearly empty had
+    /// grown to twice its retention before this node counted it again).
     pub fn counted(&mut self, org: OrgId, remaining: usize) {
         self.running.remove(&org);
+        let remaining = if self.shared {
+            remaining.max(self.retention)
+        } else {
+            remaining
+        };
         self.lengths.entry(org).or_default().known += remaining;
     }
 
@@ -166,6 +196,36 @@ mod tests {
         );
         logs.counted(org, 10);
         assert_eq!(logs.start_pass(org), None);
+    }
+
+    #[test]
+    fn logs_other_nodes_write_too_are_counted_at_every_pass() {
+        let org = OrgId::generate();
+        let mut logs = LogLengths::shared(10);
+        assert_eq!(logs.start_pass(org), Some(Pass::Count));
+        logs.counted(org, 10);
+        for _ in 0..2 {
+            logs.noted(org);
+        }
+        assert_eq!(
+            logs.start_pass(org),
+            Some(Pass::Count),
+            "12 > 11: counted, not trimmed by the 2 this node wrote"
+        );
+        logs.counted(org, 10);
+        logs.noted(org);
+        assert_eq!(logs.start_pass(org), None, "11: within the threshold");
+        logs.noted(org);
+        assert_eq!(logs.start_pass(org), Some(Pass::Count));
+        logs.counted(org, 3);
+        for _ in 0..2 {
+            logs.noted(org);
+        }
+        assert_eq!(
+            logs.start_pass(org),
+            Some(Pass::Count),
+            "a short log is taken as full: other nodes may have written 7 more"
+        );
     }
 
     #[test]

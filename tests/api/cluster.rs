@@ -2035,3 +2035,88 @@ async fn a_node_frozen_past_its_lease_starts_nothing_when_it_wakes() {
         "B delivered while A was frozen"
     );
 }
+
+/// Issue 30: an organization's delivery log keeps its retention when its
+/// lease moves between nodes. Each node counted only the records it wrote
+/// itself, so once both had written an organization's log it grew towards
+/// twice the retention (a 10-minute run at 1,500 events/s on two nodes left
+/// logs of up to 21,077 records, retention 10,000). Here the lease is let
+/// go after every round and taken by the node the next round's events
+/// reach: the log is pruned by its stored count, whichever node writes it.
+#[actix_web::test]
+async fn the_delivery_log_keeps_its_retention_when_its_organizations_lease_moves() {
+    let Some(Engine::Postgres(databases)) = Engine::postgres("cluster::log_retention_moves") else {
+        return;
+    };
+    const RETENTION: i64 = 20;
+    const ROUNDS: usize = 10;
+    const PER_ROUND: usize = 5;
+    let (pair, org, owner, receiver, _) = hooked_pair(
+        &databases,
+        &[
+            ("ROLECALL_WEBHOOKS__LOG_RETENTION", "20"),
+            // Rounds of 500 ms: an idle lease is let go within a second.
+            ("ROLECALL_WEBHOOKS__LEASE_MS", "1500"),
+        ],
+    )
+    .await;
+    let org_id = org.trim_start_matches("/organizations/").to_owned();
+    let mut created = Vec::new();
+    for round in 0..ROUNDS {
+        let node = if round % 2 == 0 { &pair.a } else { &pair.b };
+        let titles = (0..PER_ROUND)
+            .map(|i| format!("round {round} task {i}"))
+            .collect();
+        created.extend(tasks_on(node, &org, &owner, titles).await);
+        delivered_within(&receiver, &created, Duration::from_secs(10), "the round").await;
+        eventually(Duration::from_secs(10), "the idle lease let go", || async {
+            let held: i64 = scalar(
+                &pair.url,
+                "SELECT count(*) FROM delivery_leases WHERE organization_id = $1 AND until > now()",
+                &org_id,
+            );
+            (held == 0).then_some(())
+        })
+        .await;
+    }
+    let epoch: i64 = scalar(
+        &pair.url,
+        "SELECT epoch FROM delivery_leases WHERE organization_id = $1",
+        &org_id,
+    );
+    assert!(
+        epoch >= ROUNDS as i64,
+        "the lease was taken again each round (epoch {epoch})"
+    );
+    // Pruning runs every 500 ms on each node; the last round's node prunes
+    // what is over the retention by a tenth.
+    let threshold = RETENTION + RETENTION / 10;
+    let log_length = || -> i64 {
+        scalar(
+            &pair.url,
+            "SELECT count(*) FROM delivery_log WHERE organization_id = $1",
+            &org_id,
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut records = log_length();
+    while records > threshold && std::time::Instant::now() < deadline {
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+        records = log_length();
+    }
+    assert!(
+        records <= threshold,
+        "{records} records kept of {} written, retention {RETENTION}",
+        ROUNDS * PER_ROUND
+    );
+    let counted: i64 = scalar(
+        &pair.url,
+        "SELECT records FROM delivery_log_counts WHERE organization_id = $1",
+        &org_id,
+    );
+    assert_eq!(counted, records, "the stored count is the log's length");
+    assert!(
+        records >= RETENTION,
+        "the newest {RETENTION} kept: {records}"
+    );
+}
