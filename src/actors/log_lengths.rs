@@ -15,7 +15,7 @@
 //! On a queue several nodes share, an organization's log is written by
 //! whichever node holds its lease, and the lease moves: what this node
 //! noted is not all that was written, and trims of its own surplus let the
-//! log grow towards the retention once per node. There the store keeps
+//! log grow towards one retention per node. There the store keeps
 //! each log's count (a row of its own), so every pass is a count that
 //! keeps the newest `retention` records: it reads no records, and it sees
 //! every node's.
