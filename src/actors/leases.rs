@@ -33,7 +33,7 @@ pub struct Leases {
     releasing: HashMap<OrgId, bool>,
     /// A look for abandoned leases is under way.
     looking: bool,
-    /// A look waits for the claim under way to end.
+    /// A look waits for the claim or look under way to end.
     look_waiting: bool,
     renewing: bool,
     /// How long a lease is trusted after its renewal was sent.
@@ -98,18 +98,26 @@ impl Leases {
     }
 
     /// Whether a look for abandoned leases may start now: not while one
-    /// runs, nor while a claim runs (it is then started when the claim
-    /// ends: see [`take_waiting_look`](Self::take_waiting_look)).
+    /// runs, nor while a claim runs. It is then started when that one ends
+    /// (see [`take_waiting_look`](Self::take_waiting_look)): a look asked
+    /// for now may need to see what the one under way began too early to.
     pub fn start_look(&mut self) -> bool {
-        if self.looking {
-            return false;
-        }
-        if !self.claiming.is_empty() {
+        if self.looking || !self.claiming.is_empty() {
             self.look_waiting = true;
             return false;
         }
         self.looking = true;
         true
+    }
+
+    /// The organizations whose leases this node holds or is releasing: a
+    /// look leaves them alone, and takes any other lease naming this node.
+    pub fn known(&self) -> Vec<OrgId> {
+        self.held
+            .keys()
+            .chain(self.releasing.keys())
+            .copied()
+            .collect()
     }
 
     /// The look for abandoned leases ended (the claims wanted meanwhile
@@ -118,7 +126,8 @@ impl Leases {
         self.looking = false;
     }
 
-    /// Whether a look waited for the claim that just ended: start it now.
+    /// Whether a look waited for the claim or look that just ended: start
+    /// it now.
     pub fn take_waiting_look(&mut self) -> bool {
         std::mem::take(&mut self.look_waiting)
     }
@@ -386,6 +395,34 @@ mod tests {
         assert!(leases.take_waiting_look());
         assert!(!leases.take_waiting_look(), "started once");
         assert!(leases.start_look());
+    }
+
+    #[test]
+    fn a_look_asked_for_while_one_runs_goes_after_it() {
+        let mut leases = Leases::new(LEASE, MARGIN);
+        assert!(leases.start_look());
+        assert!(!leases.take_waiting_look(), "none asked for yet");
+        assert!(!leases.start_look(), "one look at a time");
+        leases.look_ended();
+        assert!(leases.take_waiting_look(), "the one asked for goes next");
+        assert!(!leases.take_waiting_look());
+        assert!(leases.start_look());
+    }
+
+    #[test]
+    fn the_known_leases_are_those_held_and_those_being_released() {
+        let (kept, released, unknown) = (OrgId::generate(), OrgId::generate(), OrgId::generate());
+        let mut leases = Leases::new(LEASE, MARGIN);
+        leases.adopt(&[lease(kept, 1), lease(released, 2)], Instant::now());
+        let releasing = leases.release([released]);
+        let mut known = leases.known();
+        known.sort();
+        let mut expected = vec![kept, released];
+        expected.sort();
+        assert_eq!(known, expected);
+        assert!(!known.contains(&unknown));
+        leases.released(&releasing);
+        assert_eq!(leases.known(), [kept]);
     }
 
     #[test]

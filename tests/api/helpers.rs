@@ -136,6 +136,13 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
     all.extend(engine.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     all.extend_from_slice(overrides);
     let config = Config::with_overrides(&all).expect("config");
+    // Logs to stdout at this level, to follow a test that failed
+    // (`ROLECALL_TEST_LOG=debug cargo test NAME -- --nocapture`).
+    if let Ok(level) = std::env::var("ROLECALL_TEST_LOG") {
+        let mut log = config.log.clone();
+        log.level = level;
+        rolecall::telemetry::init(&log);
+    }
     let app = Application::build(config).await.expect("server starts");
     let port = app.port();
     let handle = app.handle();

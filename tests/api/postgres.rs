@@ -253,6 +253,18 @@ impl Proxy {
         self.faults.cut();
     }
 
+    /// Accepts connections again, answers no longer muted, with the
+    /// patterns left as they are.
+    fn reopen(&self) {
+        self.faults.muted.store(false, Ordering::SeqCst);
+        self.faults.closed.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the server's answers are dropped now.
+    fn muted(&self) -> bool {
+        self.faults.muted.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn restore(&self) {
         *self.faults.mute_after.lock().expect("pattern") = None;
         *self.faults.cut_before.lock().expect("pattern") = None;
@@ -872,6 +884,61 @@ async fn a_keyed_create_whose_commit_answer_was_lost_is_replayed_not_run_again()
         ["answer lost", "answer lost"],
         "redelivered once"
     );
+}
+
+/// CONTRACT §9: a look for deliveries no node makes ran on the server,
+/// giving this node the lease, but its answer was lost. The node does not
+/// know it holds the lease, so its next look takes it again at once; before,
+/// looks passed over a lease naming a node, and the jobs waited until it
+/// ran out (30 s here).
+#[actix_web::test]
+async fn a_lease_taken_by_a_look_whose_answer_was_lost_is_taken_again_at_once() {
+    const LEASE_MS: i64 = 30_011;
+    let lease_ms = LEASE_MS.to_string();
+    let Some((app, proxy, _database)) = behind_proxy_with(
+        "postgres::lost_look",
+        "2000",
+        &[("ROLECALL_WEBHOOKS__LEASE_MS", lease_ms.as_str())],
+    )
+    .await
+    else {
+        return;
+    };
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    // A job no node holds: its commit's answer is lost, so no claim of
+    // its lease follows the commit, and only a look finds it.
+    proxy.mute_after(b"found by a look");
+    app.post(
+        &org.path("/tasks"),
+        &org.owner_token,
+        json!({"title": "found by a look"}),
+    )
+    .await
+    .problem(503, "STORAGE_UNAVAILABLE");
+    proxy.cut();
+    // The look that follows the reconnection is answered by no one: its
+    // parameters (the lease's length, then how many leases at most) mute
+    // the server once sent, after it ran.
+    let mut look = LEASE_MS.to_be_bytes().to_vec();
+    look.extend_from_slice(&8_i32.to_be_bytes());
+    look.extend_from_slice(&256_i64.to_be_bytes());
+    proxy.mute_after(&look);
+    proxy.reopen();
+    eventually(Duration::from_secs(10), "a look sent", || async {
+        proxy.muted().then_some(())
+    })
+    .await;
+    proxy.cut();
+    proxy.restore();
+    eventually(Duration::from_secs(10), "ready again", || async {
+        (readyz(&app).await.status == 200).then_some(())
+    })
+    .await;
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    assert_eq!(created_titles(&receiver), ["found by a look"]);
 }
 
 /// Sends a request whose commit's answer the proxy drops (the server's

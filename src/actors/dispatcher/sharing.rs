@@ -14,8 +14,10 @@
 //!   [`crate::storage::postgres::Handed`]).
 //! - Every third of a lease it renews its leases, gives up those of
 //!   organizations with nothing left to deliver (after their outcomes are
-//!   written), and looks for organizations nobody delivers: released, or
-//!   left by a killed node whose leases ran out. A lease it could not renew
+//!   written), and looks for organizations nobody delivers: released, left
+//!   by a killed node whose leases ran out, or naming this node although it
+//!   does not hold them (a claim's answer lost, a lease it stopped
+//!   trusting). A lease it could not renew
 //!   in time is dropped with the jobs it held, before another node may
 //!   take it.
 //! - On shutdown, after the last attempts, it releases every lease and
@@ -562,8 +564,8 @@ impl Dispatcher {
             return;
         }
         shared.pending += 1;
-        let (queue, sent) = (shared.queue.clone(), Instant::now());
-        let looking = async move { queue.claim_abandoned(ABANDONED_PER_LOOK).await };
+        let (queue, sent, known) = (shared.queue.clone(), Instant::now(), shared.leases.known());
+        let looking = async move { queue.claim_abandoned(ABANDONED_PER_LOOK, &known).await };
         ctx.spawn(looking.into_actor(self).map(move |found, act, ctx| {
             let Some(shared) = act.shared.as_mut() else {
                 return;
@@ -580,14 +582,17 @@ impl Dispatcher {
                         );
                     }
                     let replaced = shared.leases.adopt(&got, sent);
+                    let again = shared.leases.take_waiting_look();
                     act.adopted(&got, replaced, ctx);
-                    if got.len() == ABANDONED_PER_LOOK {
+                    if again || got.len() == ABANDONED_PER_LOOK {
                         act.look_for_abandoned(ctx);
                     } else {
                         act.claim(ctx);
                     }
                 }
                 Err(err) => {
+                    // The look tried again covers any asked for meanwhile.
+                    shared.leases.take_waiting_look();
                     let wait = shared.retry.failed();
                     tracing::warn!(
                         error = %crate::telemetry::cause_chain(&err),

@@ -261,12 +261,21 @@ impl SharedQueue {
     }
 
     /// Claims up to `limit` leases whose organizations have jobs waiting
-    /// and nobody delivering them: released, or left by a node that stopped
-    /// renewing (killed).
-    pub async fn claim_abandoned(&self, limit: usize) -> Result<Vec<Lease>, StoreError> {
+    /// and nobody delivering them: released, left by a node that stopped
+    /// renewing (killed), or naming this node although it holds none of
+    /// them (not one of `known`, those it holds or is releasing). A claim
+    /// or look whose answer was lost leaves such a lease, and so does one
+    /// this node stopped trusting before it ran out: taken again now, its
+    /// jobs would otherwise wait until it ran out (CONTRACT §9).
+    pub async fn claim_abandoned(
+        &self,
+        limit: usize,
+        known: &[OrgId],
+    ) -> Result<Vec<Lease>, StoreError> {
         const SQL: &str = "WITH free AS ( \
                SELECT l.organization_id FROM delivery_leases l \
-                WHERE (l.node IS NULL OR l.until <= now()) \
+                WHERE (l.node IS NULL OR l.until <= now() \
+                       OR (l.node = $1 AND l.organization_id NOT IN (SELECT unnest($4::uuid[])))) \
                   AND EXISTS (SELECT 1 FROM outbox o WHERE o.organization_id = l.organization_id) \
                 LIMIT $3 FOR UPDATE OF l SKIP LOCKED) \
              UPDATE delivery_leases l SET node = $1, epoch = l.epoch + 1, \
@@ -275,12 +284,13 @@ impl SharedQueue {
                FROM free WHERE l.organization_id = free.organization_id \
              RETURNING l.organization_id, l.epoch";
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let known: Vec<Uuid> = known.iter().map(|org| org.0).collect();
         let rows = self
             .database
             .query(
                 "a look for abandoned deliveries",
                 SQL,
-                &[&self.node, &self.lease_ms, &limit],
+                &[&self.node, &self.lease_ms, &limit, &known],
             )
             .await?;
         leases(&rows)
