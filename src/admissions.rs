@@ -4,8 +4,10 @@
 //! (nothing of it waiting in the outbox, room in its window). The
 //! dispatcher offers each such organization its room; a commit takes from
 //! it and marks the rows held under the lease in their insert, so no read
-//! takes them again. A commit that fails gives its room back, and its
-//! number is read again in case the commit landed after all.
+//! takes them again. A commit that fails gives its room back, and in case
+//! it landed after all its number is read again, and every organization
+//! it had new jobs of is read (or its lease claimed): its other jobs are
+//! in no node's memory either.
 //!
 //! The new jobs of an organization another node is known to hold (a lease
 //! claim of this node's found it held, a short while ago) are marked for
@@ -51,19 +53,31 @@ pub struct Admissions {
     numbers: Arc<LostReads>,
 }
 
-/// What one commit took: given back if it fails.
+/// What one commit took, given back if it fails; and the organizations
+/// of its new jobs, read (or their leases claimed) if it fails, since it
+/// may have landed with no answer.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Taken {
-    /// The commit's number.
-    mark: i64,
-    /// Organizations and how many jobs of each.
-    orgs: Vec<(OrgId, usize)>,
+    /// The commit's number, once it took a job.
+    mark: Option<i64>,
+    /// Organizations and how many jobs of each it took.
+    taken: Vec<(OrgId, usize)>,
+    /// Organizations of its other new jobs, in the outbox only.
+    left: Vec<OrgId>,
 }
 
 impl Taken {
-    /// The organizations whose jobs the commit took.
+    /// The organizations with new jobs in the commit.
     pub fn orgs(&self) -> impl Iterator<Item = OrgId> + '_ {
-        self.orgs.iter().map(|(org, _)| *org)
+        let taken = self.taken.iter().map(|(org, _)| *org);
+        let left = self.left.iter().copied();
+        taken.chain(left.filter(|org| self.taken.iter().all(|(taken, _)| taken != org)))
+    }
+
+    /// The commit's number, if it took a job.
+    #[cfg(test)]
+    fn mark(&self) -> Option<i64> {
+        self.mark
     }
 }
 
@@ -81,47 +95,47 @@ impl Admissions {
     /// Commit path: marks the new jobs among `writes` that their
     /// organizations' offers have room for as held under their leases, and
     /// the others of organizations another node holds for that node to be
-    /// told.
+    /// told. `None` when `writes` has no new job.
     pub fn take(&self, writes: &mut [Write]) -> Option<Taken> {
         self.mark_holders_told(writes);
         let mut offers = self.lock();
-        if offers.is_empty() {
-            return None;
-        }
-        let mut mark = None;
-        let mut taken: Vec<(OrgId, usize)> = Vec::new();
+        let mut commit = Taken {
+            mark: None,
+            taken: Vec::new(),
+            left: Vec::new(),
+        };
+        let mut any = false;
         for write in writes.iter_mut() {
             if write.new_job().is_none() {
                 continue;
             }
             let Write::PutJob(job) = write else { continue };
-            if job.held_under.is_some() {
-                continue;
-            }
-            let Some(offer) = offers.get_mut(&job.organization_id) else {
+            any = true;
+            let org = job.organization_id;
+            let offer = offers
+                .get_mut(&org)
+                .filter(|offer| job.held_under.is_none() && offer.left > 0);
+            let Some(offer) = offer else {
+                if job.held_under.is_none() && !commit.left.contains(&org) {
+                    commit.left.push(org);
+                }
                 continue;
             };
-            if offer.left == 0 {
-                continue;
-            }
             offer.left -= 1;
             offer.in_transit += 1;
             // One number for the commit, drawn once it marks a job.
-            let mark = *mark.get_or_insert_with(|| self.numbers.number());
+            let mark = *commit.mark.get_or_insert_with(|| self.numbers.number());
             job.held_under = Some(HeldUnder {
                 epoch: offer.epoch,
                 mark,
             });
             job.holder_told = None;
-            match taken
-                .iter_mut()
-                .find(|(org, _)| *org == job.organization_id)
-            {
+            match commit.taken.iter_mut().find(|(taken, _)| *taken == org) {
                 Some((_, count)) => *count += 1,
-                None => taken.push((job.organization_id, 1)),
+                None => commit.taken.push((org, 1)),
             }
         }
-        mark.map(|mark| Taken { mark, orgs: taken })
+        any.then_some(commit)
     }
 
     /// The new jobs among `writes` of organizations another node holds,
@@ -185,9 +199,11 @@ impl Admissions {
     /// Commit path: the commit that took `taken` failed. Its room is given
     /// back; its rows are read again if it landed after all.
     pub fn failed(&self, taken: &Taken) {
-        self.numbers.failed(taken.mark, Instant::now());
+        if let Some(mark) = taken.mark {
+            self.numbers.failed(mark, Instant::now());
+        }
         let mut offers = self.lock();
-        for (org, count) in &taken.orgs {
+        for (org, count) in &taken.taken {
             if let Some(offer) = offers.get_mut(org) {
                 offer.in_transit = offer.in_transit.saturating_sub(*count);
             }
@@ -292,11 +308,16 @@ mod tests {
     fn a_commit_takes_what_the_offer_has_room_for_and_gives_it_back_on_failure() {
         let admissions = Admissions::new(Arc::default());
         let (org, other) = (OrgId::generate(), OrgId::generate());
+        assert_eq!(admissions.take(&mut []), None, "no new job");
         let mut writes = new_jobs(org, 3);
+        let Some(untaken) = admissions.take(&mut writes) else {
+            panic!("new jobs, seen");
+        };
+        assert_eq!(untaken.mark(), None, "no offer, nothing taken");
         assert_eq!(
-            admissions.take(&mut writes),
-            None,
-            "no offer, nothing taken"
+            untaken.orgs().collect::<Vec<_>>(),
+            [org],
+            "read if the commit fails"
         );
         assert_eq!(held(&writes), [None, None, None]);
 
@@ -319,7 +340,12 @@ mod tests {
                 None
             ]
         );
-        assert_eq!(taken.orgs().collect::<Vec<_>>(), [org]);
+        assert_eq!(taken.mark(), Some(mark));
+        assert_eq!(
+            taken.orgs().collect::<Vec<_>>(),
+            [org, other],
+            "the organizations of the jobs taken, then of the others"
+        );
         assert_eq!(admissions.in_transit(org), 2);
 
         // The room in transit counts against a new offer.
@@ -346,7 +372,7 @@ mod tests {
         assert!(admissions.take(&mut writes).is_some());
         admissions.withdraw(org);
         let mut later = new_jobs(org, 1);
-        assert_eq!(admissions.take(&mut later), None);
+        assert_eq!(admissions.take(&mut later).and_then(|t| t.mark()), None);
         assert_eq!(admissions.in_transit(org), 1);
         admissions.arrived(org);
         assert_eq!(admissions.in_transit(org), 0);
@@ -392,7 +418,11 @@ mod tests {
         let mut retry = Job::new(org, EventKind::TaskCreated, b"{}".to_vec());
         retry.attempts_made = 1;
         writes.push(Write::PutJob(retry));
-        assert_eq!(admissions.take(&mut writes), None, "nothing held here");
+        let Some(untaken) = admissions.take(&mut writes) else {
+            panic!("new jobs, seen");
+        };
+        assert_eq!(untaken.mark(), None, "nothing held here");
+        assert_eq!(untaken.orgs().collect::<Vec<_>>(), [org, other, gone]);
         assert_eq!(
             told(&writes),
             [Some(holder), Some(holder), None, None, None],
@@ -424,7 +454,7 @@ mod tests {
             "lapsed holders dropped"
         );
         let mut writes = new_jobs(org, 1);
-        assert_eq!(admissions.take(&mut writes), None);
+        assert_eq!(admissions.take(&mut writes).and_then(|t| t.mark()), None);
         assert_eq!(told(&writes), [None], "the holder forgotten");
     }
 }

@@ -38,9 +38,10 @@ pub trait Deliveries: Send + Sync {
     fn take(&self, _writes: &mut [Write]) -> Option<Taken> {
         None
     }
-    /// The commit of deliveries marked by [`Deliveries::take`] failed, or
-    /// its answer was lost: their room is given back, and their
-    /// organizations' outbox read in case it landed.
+    /// The commit of new deliveries seen by [`Deliveries::take`] failed,
+    /// or its answer was lost: the room it took is given back, and its
+    /// organizations' outbox read (or their leases claimed) in case it
+    /// landed.
     fn not_committed(&self, _taken: Taken) {}
     /// New deliveries, now durable: schedule them.
     fn enqueue(&self, jobs: Vec<Job>);

@@ -886,6 +886,40 @@ async fn a_keyed_create_whose_commit_answer_was_lost_is_replayed_not_run_again()
     );
 }
 
+/// CONTRACT §9: a commit whose answer was lost (a timeout; no connection
+/// cut, so the node does not listen again) may have landed. Its new jobs
+/// are read, or their leases claimed, at once, whether or not the commit
+/// took them into memory: here the organization's lease was free, so the
+/// commit took none, and before, only the next lease round's look (100 s
+/// here) found the job.
+#[actix_web::test]
+async fn a_job_of_a_free_lease_whose_commit_answer_was_lost_is_delivered_within_seconds() {
+    let Some((app, proxy, _database)) = behind_proxy_with(
+        "postgres::lost_commit_free_lease",
+        "2000",
+        &[("ROLECALL_WEBHOOKS__LEASE_MS", "300000")],
+    )
+    .await
+    else {
+        return;
+    };
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    proxy.mute_after(b"claimed by nobody");
+    app.post(
+        &org.path("/tasks"),
+        &org.owner_token,
+        json!({"title": "claimed by nobody"}),
+    )
+    .await
+    .problem(503, "STORAGE_UNAVAILABLE");
+    proxy.restore();
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    assert_eq!(created_titles(&receiver), ["claimed by nobody"]);
+}
+
 /// CONTRACT §9: a look for deliveries no node makes ran on the server,
 /// giving this node the lease, but its answer was lost. The node does not
 /// know it holds the lease, so its next look takes it again at once; before,
