@@ -268,7 +268,7 @@ fn outbox_rows(url: &str, org: &str) -> i64 {
 }
 
 /// The node holding `org`'s delivery lease now ("" when none does).
-fn lease_holder(url: &str, org: &str) -> String {
+pub(crate) fn lease_holder(url: &str, org: &str) -> String {
     scalar::<Option<uuid::Uuid>>(
         url,
         "SELECT (SELECT node FROM delivery_leases WHERE organization_id = $1 AND until > now())",

@@ -253,13 +253,6 @@ impl Proxy {
         self.faults.cut();
     }
 
-    /// Accepts connections again, answers no longer muted, with the
-    /// patterns left as they are.
-    fn reopen(&self) {
-        self.faults.muted.store(false, Ordering::SeqCst);
-        self.faults.closed.store(false, Ordering::SeqCst);
-    }
-
     /// Whether the server's answers are dropped now.
     fn muted(&self) -> bool {
         self.faults.muted.load(Ordering::SeqCst)
@@ -371,9 +364,22 @@ async fn behind_proxy_with(
     let (url, engine, dir) = database(test)?;
     let (_, upstream) = through(&url, 0);
     let proxy = Proxy::start(upstream).await;
-    let (proxied, _) = through(&url, proxy.port);
-    let data_dir = dir.path().display().to_string();
-    let app = spawn_app_with(
+    let app = node_behind(&proxy, &url, dir.path(), attempt_timeout_ms, more).await;
+    Some((app, proxy, (engine, dir)))
+}
+
+/// A node on the database at `url` (its data in `data_dir`), reaching it
+/// through `proxy`, as [`behind_proxy_with`] starts it.
+async fn node_behind(
+    proxy: &Proxy,
+    url: &str,
+    data_dir: &std::path::Path,
+    attempt_timeout_ms: &str,
+    more: &[(&str, &str)],
+) -> TestApp {
+    let (proxied, _) = through(url, proxy.port);
+    let data_dir = data_dir.display().to_string();
+    spawn_app_with(
         &[
             ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
             ("ROLECALL_STORAGE__BACKEND", "postgres"),
@@ -388,8 +394,7 @@ async fn behind_proxy_with(
         .chain(more.iter().copied())
         .collect::<Vec<_>>(),
     )
-    .await;
-    Some((app, proxy, (engine, dir)))
+    .await
 }
 
 #[actix_web::test]
@@ -924,43 +929,58 @@ async fn a_job_of_a_free_lease_whose_commit_answer_was_lost_is_delivered_within_
 /// giving this node the lease, but its answer was lost. The node does not
 /// know it holds the lease, so its next look takes it again at once; before,
 /// looks passed over a lease naming a node, and the jobs waited until it
-/// ran out (30 s here).
+/// ran out (30 s here). The job is one a stopped node left, so only a look
+/// finds it.
 #[actix_web::test]
 async fn a_lease_taken_by_a_look_whose_answer_was_lost_is_taken_again_at_once() {
     const LEASE_MS: i64 = 30_011;
     let lease_ms = LEASE_MS.to_string();
-    let Some((app, proxy, _database)) = behind_proxy_with(
-        "postgres::lost_look",
-        "2000",
-        &[("ROLECALL_WEBHOOKS__LEASE_MS", lease_ms.as_str())],
-    )
-    .await
+    let settings = [
+        ("ROLECALL_WEBHOOKS__LEASE_MS", lease_ms.as_str()),
+        ("ROLECALL_WEBHOOKS__RETRY_DELAY_MS", "500"),
+    ];
+    let Some((first, proxy, (engine, dir))) =
+        behind_proxy_with("postgres::lost_look", "2000", &settings).await
     else {
         return;
     };
+    let url = match &engine {
+        Engine::Postgres(databases) => databases.url_for(dir.path()),
+        Engine::Sled => unreachable!("behind_proxy_with gives PostgreSQL"),
+    };
     let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
+    let org = first.org("enterprise").await;
+    first
+        .setup_webhook(&org, &receiver.url, &["task.created"])
         .await;
-    // A job no node holds: its commit's answer is lost, so no claim of
-    // its lease follows the commit, and only a look finds it.
-    proxy.mute_after(b"found by a look");
-    app.post(
-        &org.path("/tasks"),
-        &org.owner_token,
-        json!({"title": "found by a look"}),
-    )
-    .await
-    .problem(503, "STORAGE_UNAVAILABLE");
-    proxy.cut();
-    // The look that follows the reconnection is answered by no one: its
+    // A job left waiting, its lease free: its first attempt failed, and
+    // its node stopped (releasing its leases) before the retry.
+    receiver.set(Behavior::status(500));
+    first
+        .post(
+            &org.path("/tasks"),
+            &org.owner_token,
+            json!({"title": "found by a look"}),
+        )
+        .await
+        .expect(201);
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    first.stop().await;
+    eventually(Duration::from_secs(10), "the lease released", || async {
+        crate::cluster::lease_holder(&url, &org.id)
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    receiver.set(Behavior::status(200));
+    // The next node's looks are answered by no one once one is sent: its
     // parameters (the lease's length, then how many leases at most) mute
-    // the server once sent, after it ran.
+    // the server, after it ran.
     let mut look = LEASE_MS.to_be_bytes().to_vec();
     look.extend_from_slice(&8_i32.to_be_bytes());
     look.extend_from_slice(&256_i64.to_be_bytes());
     proxy.mute_after(&look);
-    proxy.reopen();
+    let second = node_behind(&proxy, &url, dir.path(), "2000", &settings).await;
     eventually(Duration::from_secs(10), "a look sent", || async {
         proxy.muted().then_some(())
     })
@@ -968,11 +988,15 @@ async fn a_lease_taken_by_a_look_whose_answer_was_lost_is_taken_again_at_once() 
     proxy.cut();
     proxy.restore();
     eventually(Duration::from_secs(10), "ready again", || async {
-        (readyz(&app).await.status == 200).then_some(())
+        (readyz(&second).await.status == 200).then_some(())
     })
     .await;
-    receiver.wait_for(2, Duration::from_secs(5)).await;
-    assert_eq!(created_titles(&receiver), ["found by a look"]);
+    receiver.wait_for(3, Duration::from_secs(5)).await;
+    assert_eq!(
+        created_titles(&receiver),
+        ["found by a look", "found by a look"],
+        "the failed attempt, then the retry"
+    );
 }
 
 /// Sends a request whose commit's answer the proxy drops (the server's
