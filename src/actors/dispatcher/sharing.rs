@@ -16,8 +16,8 @@
 //!   organizations with nothing left to deliver (after their outcomes are
 //!   written), and looks for organizations nobody delivers: released, left
 //!   by a killed node whose leases ran out, or naming this node although it
-//!   does not hold them (a claim's answer lost, a lease it stopped
-//!   trusting). A lease it could not renew
+//!   does not hold them (a look's or release's answer lost, a lease it
+//!   stopped trusting). A lease it could not renew
 //!   in time is dropped with the jobs it held, before another node may
 //!   take it.
 //! - On shutdown, after the last attempts, it releases every lease and

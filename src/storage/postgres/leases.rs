@@ -263,10 +263,10 @@ impl SharedQueue {
     /// Claims up to `limit` leases whose organizations have jobs waiting
     /// and nobody delivering them: released, left by a node that stopped
     /// renewing (killed), or naming this node although it holds none of
-    /// them (not one of `known`, those it holds or is releasing). A claim
-    /// or look whose answer was lost leaves such a lease, and so does one
-    /// this node stopped trusting before it ran out: taken again now, its
-    /// jobs would otherwise wait until it ran out (CONTRACT §9).
+    /// them (not one of `known`, those it holds or is releasing). A look
+    /// or release whose answer was lost leaves such a lease, and so does
+    /// one this node stopped trusting before it ran out: taken again now,
+    /// its jobs would otherwise wait until it ran out (CONTRACT §9).
     pub async fn claim_abandoned(
         &self,
         limit: usize,
