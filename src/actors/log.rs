@@ -30,7 +30,7 @@ use crate::actors::messages::{AppendLog, FlushLog, Touched};
 use crate::actors::unwritten::Unwritten;
 use crate::commit::CommitPath;
 use crate::domain::change::Write;
-use crate::ids::OrgId;
+use crate::ids::{LogId, OrgId};
 use crate::metrics::Metrics;
 use crate::storage::{Durability, StoreError};
 
@@ -63,6 +63,10 @@ pub struct LogActor {
     flush_scheduled: bool,
     /// A batch the store refused is waiting to be written again.
     retry_scheduled: bool,
+    /// How many writes at the front of the buffer may have landed already
+    /// (their write failed with its answer lost): written again without
+    /// the records the store holds.
+    in_doubt: usize,
     /// Envelope bytes appended since the last flush was started.
     buffered_bytes: usize,
     /// Batches committed but not yet durable, oldest first, by number.
@@ -85,6 +89,7 @@ impl LogActor {
             lengths: LogLengths::new(retention),
             flush_scheduled: false,
             retry_scheduled: false,
+            in_doubt: 0,
             buffered_bytes: 0,
             unconfirmed: VecDeque::new(),
             next_batch: 0,
@@ -138,9 +143,11 @@ impl LogActor {
             .count()
             .max(1);
         let batch: Vec<Write> = self.buffer.drain(..count).collect();
+        let doubtful = self.in_doubt.min(batch.len());
+        self.in_doubt -= doubtful;
         let commit = self.commit.clone();
         let write = async move {
-            let result = commit.record_attempts(&batch).await;
+            let result = write_again(&commit, &batch, doubtful).await;
             (batch, result)
         };
         Some(
@@ -217,9 +224,11 @@ impl LogActor {
             error = %crate::telemetry::cause_chain(err), writes = writes.len(),
             "writing the delivery log failed; it is written again once the store takes writes"
         );
+        self.in_doubt += writes.len();
         let newer = std::mem::replace(&mut self.buffer, writes);
         self.buffer.extend(newer);
         let excess = self.buffer.len().saturating_sub(BUFFER_MAX);
+        self.in_doubt = self.in_doubt.saturating_sub(excess);
         if excess > 0 {
             tracing::error!(
                 writes = excess,
@@ -344,4 +353,52 @@ impl Handler<FlushLog> for LogActor {
             None => AtomicResponse::new(Box::pin(fut::ready(()))),
         }
     }
+}
+
+/// Writes `batch`, whose first `doubtful` writes may have landed already:
+/// a write whose answer was lost. The store is asked which of their log
+/// records it holds, and those are left out; the rest of such a write
+/// (deleting a finished job, updating one to retry) is the same done twice.
+/// Without this, the insert of a record already there failed every time,
+/// and no outcome was written again (#30).
+async fn write_again(
+    commit: &CommitPath,
+    batch: &[Write],
+    doubtful: usize,
+) -> Result<Durability, StoreError> {
+    let keys: Vec<(OrgId, LogId)> = batch[..doubtful]
+        .iter()
+        .filter_map(|write| match write {
+            Write::Log(record) => Some((record.organization_id, record.id)),
+            _ => None,
+        })
+        .collect();
+    if keys.is_empty() {
+        return commit.record_attempts(batch).await;
+    }
+    let landed: HashSet<(OrgId, LogId)> = commit
+        .store()
+        .logged_already(&keys)
+        .await?
+        .into_iter()
+        .collect();
+    if landed.is_empty() {
+        return commit.record_attempts(batch).await;
+    }
+    tracing::info!(
+        records = landed.len(),
+        "delivery-log records a write whose answer was lost had written; not written again"
+    );
+    let rest: Vec<Write> = batch
+        .iter()
+        .enumerate()
+        .filter(|(at, write)| match write {
+            Write::Log(record) => {
+                *at >= doubtful || !landed.contains(&(record.organization_id, record.id))
+            }
+            _ => true,
+        })
+        .map(|(_, write)| write.clone())
+        .collect();
+    commit.record_attempts(&rest).await
 }

@@ -544,6 +544,20 @@ impl Store {
         }
     }
 
+    /// Which of `records` the delivery log holds already. sled's writes of
+    /// outcomes are idempotent (a record's key is its id), so it answers
+    /// none; PostgreSQL's insert would fail on a record a write whose
+    /// answer was lost had landed.
+    pub async fn logged_already(
+        &self,
+        records: &[(OrgId, crate::ids::LogId)],
+    ) -> Result<Vec<(OrgId, crate::ids::LogId)>, StoreError> {
+        match self {
+            Store::Sled(_) => Ok(Vec::new()),
+            Store::Postgres(store) => store.logged_already(records).await,
+        }
+    }
+
     /// Reads everything the in-memory state is built from.
     pub async fn load(&self) -> Result<Loaded, StoreError> {
         match self {

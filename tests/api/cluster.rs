@@ -259,7 +259,7 @@ where
 
 /// How many of `org`'s jobs wait in the outbox (not finished, or finished
 /// and not yet recorded).
-fn outbox_rows(url: &str, org: &str) -> i64 {
+pub(crate) fn outbox_rows(url: &str, org: &str) -> i64 {
     scalar(
         url,
         "SELECT count(*) FROM outbox WHERE organization_id = $1",

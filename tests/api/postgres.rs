@@ -345,6 +345,14 @@ pub(crate) fn through(url: &str, port: u16) -> (String, String) {
     )
 }
 
+/// The URL of the database kept by `engine` for `dir`.
+fn url_of(engine: &Engine, dir: &tempfile::TempDir) -> String {
+    match engine {
+        Engine::Postgres(databases) => databases.url_for(dir.path()),
+        Engine::Sled => unreachable!("a PostgreSQL test's engine"),
+    }
+}
+
 /// A node on a fresh database of its own (`None` without PostgreSQL),
 /// reaching it through a proxy the test cuts and restores; attempts time
 /// out after `attempt_timeout_ms`. The last part keeps the database.
@@ -944,10 +952,7 @@ async fn a_lease_taken_by_a_look_whose_answer_was_lost_is_taken_again_at_once() 
     else {
         return;
     };
-    let url = match &engine {
-        Engine::Postgres(databases) => databases.url_for(dir.path()),
-        Engine::Sled => unreachable!("behind_proxy_with gives PostgreSQL"),
-    };
+    let url = url_of(&engine, &dir);
     let receiver = TestReceiver::start().await;
     let org = first.org("enterprise").await;
     first
@@ -996,6 +1001,68 @@ async fn a_lease_taken_by_a_look_whose_answer_was_lost_is_taken_again_at_once() 
         created_titles(&receiver),
         ["found by a look", "found by a look"],
         "the failed attempt, then the retry"
+    );
+}
+
+/// CONTRACT §9: the write of an attempt's outcome (its log record, its
+/// job's delete) landed, but its answer was lost. Written again, it must
+/// not fail for good on the record already there: the log keeps one
+/// record, the outbox none, and the next event is delivered and logged.
+#[actix_web::test]
+async fn an_outcome_written_with_its_answer_lost_is_not_written_twice_and_the_log_goes_on() {
+    let Some((app, proxy, (engine, dir))) = behind_proxy("postgres::lost_outcome", "2000").await
+    else {
+        return;
+    };
+    let url = url_of(&engine, &dir);
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    // The subscriber's answer is kept in the outcome's record: sent, it
+    // mutes the server.
+    receiver.set(Behavior::Respond {
+        status: 200,
+        body: "outcome answer lost".into(),
+        delay: Duration::ZERO,
+    });
+    proxy.mute_after(b"outcome answer lost");
+    app.post(
+        &org.path("/tasks"),
+        &org.owner_token,
+        json!({"title": "first"}),
+    )
+    .await
+    .expect(201);
+    eventually(Duration::from_secs(10), "the outcome sent", || async {
+        proxy.muted().then_some(())
+    })
+    .await;
+    proxy.cut();
+    proxy.restore();
+    receiver.set(Behavior::ok());
+    eventually(Duration::from_secs(10), "ready again", || async {
+        (readyz(&app).await.status == 200).then_some(())
+    })
+    .await;
+    app.post(
+        &org.path("/tasks"),
+        &org.owner_token,
+        json!({"title": "second"}),
+    )
+    .await
+    .expect(201);
+    receiver.wait_for(3, Duration::from_secs(5)).await;
+    let logged = eventually(Duration::from_secs(5), "both outcomes logged", || async {
+        let records = app.deliveries(&org, "&event=task.created").await;
+        (records.len() >= 2).then_some(records)
+    })
+    .await;
+    assert_eq!(logged.len(), 2, "one record per attempt: {logged:?}");
+    assert_eq!(
+        crate::cluster::outbox_rows(&url, &org.id),
+        0,
+        "both jobs finished"
     );
 }
 

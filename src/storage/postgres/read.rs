@@ -537,6 +537,34 @@ impl PgStore {
         self.upkeep.run(org, Pass::Trim(count)).await
     }
 
+    /// Which of `records` (organization, record id) the delivery log holds
+    /// already: a write of outcomes whose answer was lost may have landed,
+    /// and is written again without them.
+    pub async fn logged_already(
+        &self,
+        records: &[(OrgId, LogId)],
+    ) -> Result<Vec<(OrgId, LogId)>, StoreError> {
+        const SQL: &str = "SELECT organization_id, id FROM delivery_log \
+             WHERE (organization_id, id) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))";
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (orgs, ids): (Vec<uuid::Uuid>, Vec<uuid::Uuid>) =
+            records.iter().map(|(org, id)| (org.0, id.0)).unzip();
+        let rows = self
+            .background
+            .query("a check of outcomes written", SQL, &[&orgs, &ids])
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let org = row.try_get("organization_id").map(OrgId);
+                let id = row.try_get("id").map(LogId);
+                org.and_then(|org| id.map(|id| (org, id)))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(StoreError::codec)
+    }
+
     /// Whether the database takes writes now (`GET /readyz`).
     pub async fn ready(&self) -> Result<(), StoreError> {
         self.database
