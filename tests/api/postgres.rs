@@ -777,12 +777,7 @@ async fn a_job_whose_commit_answer_was_lost_is_still_delivered() {
         "not \"nothing was changed\": the commit was sent"
     );
     assert!(!lost.header("retry-after").is_empty(), "Retry-After");
-    proxy.cut();
-    proxy.restore();
-    eventually(Duration::from_secs(10), "ready again", || async {
-        (readyz(&app).await.status == 200).then_some(())
-    })
-    .await;
+    cut_until_ready(&proxy, &app).await;
     // The commit landed although its answer did not: the task exists...
     let tasks = app
         .get(&org.path("/tasks"), &org.owner_token)
@@ -990,12 +985,7 @@ async fn a_lease_taken_by_a_look_whose_answer_was_lost_is_taken_again_at_once() 
         proxy.muted().then_some(())
     })
     .await;
-    proxy.cut();
-    proxy.restore();
-    eventually(Duration::from_secs(10), "ready again", || async {
-        (readyz(&second).await.status == 200).then_some(())
-    })
-    .await;
+    cut_until_ready(&proxy, &second).await;
     receiver.wait_for(3, Duration::from_secs(5)).await;
     assert_eq!(
         created_titles(&receiver),
@@ -1038,13 +1028,8 @@ async fn an_outcome_written_with_its_answer_lost_is_not_written_twice_and_the_lo
         proxy.muted().then_some(())
     })
     .await;
-    proxy.cut();
-    proxy.restore();
     receiver.set(Behavior::ok());
-    eventually(Duration::from_secs(10), "ready again", || async {
-        (readyz(&app).await.status == 200).then_some(())
-    })
-    .await;
+    cut_until_ready(&proxy, &app).await;
     app.post(
         &org.path("/tasks"),
         &org.owner_token,
@@ -1066,6 +1051,17 @@ async fn an_outcome_written_with_its_answer_lost_is_not_written_twice_and_the_lo
     );
 }
 
+/// Cuts every connection through `proxy`, lets them through again, and
+/// waits until `app` is ready.
+async fn cut_until_ready(proxy: &Proxy, app: &TestApp) {
+    proxy.cut();
+    proxy.restore();
+    eventually(Duration::from_secs(10), "ready again", || async {
+        (readyz(app).await.status == 200).then_some(())
+    })
+    .await;
+}
+
 /// Sends a request whose commit's answer the proxy drops (the server's
 /// answers are muted once a client sends `pattern`): 503, the change may
 /// have been made. Then lets the database through again, until ready.
@@ -1077,12 +1073,7 @@ async fn answer_lost<F: std::future::Future<Output = Reply>>(
 ) {
     proxy.mute_after(pattern);
     send().await.problem(503, "STORAGE_UNAVAILABLE");
-    proxy.cut();
-    proxy.restore();
-    eventually(Duration::from_secs(10), "ready again", || async {
-        (readyz(app).await.status == 200).then_some(())
-    })
-    .await;
+    cut_until_ready(proxy, app).await;
 }
 
 /// Refuses every new delivery-log record (a check no row passes, not
