@@ -171,6 +171,9 @@ struct Faults {
     mute_after: Mutex<Option<Vec<u8>>>,
     /// Cut once a client is about to send these bytes (they are dropped).
     cut_before: Mutex<Option<Vec<u8>>>,
+    /// The muting switch of each connection that sent `LISTEN`, until
+    /// [`Proxy::mute_listeners`] throws them.
+    listeners: Mutex<Vec<Arc<AtomicBool>>>,
     /// The relays, to cut.
     connections: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -183,8 +186,9 @@ impl Faults {
         }
     }
 
-    /// A client sends `bytes`: whether they may go on to the server.
-    fn sending(&self, bytes: &[u8]) -> bool {
+    /// A client sends `bytes`, on a connection muted by `muted_here`:
+    /// whether they may go on to the server.
+    fn sending(&self, bytes: &[u8], muted_here: &Arc<AtomicBool>) -> bool {
         let holds = |pattern: &Mutex<Option<Vec<u8>>>| {
             pattern
                 .lock()
@@ -198,6 +202,15 @@ impl Faults {
         }
         if holds(&self.mute_after) {
             self.muted.store(true, Ordering::SeqCst);
+        }
+        if bytes
+            .windows(b"LISTEN".len())
+            .any(|window| window == b"LISTEN")
+        {
+            self.listeners
+                .lock()
+                .expect("tracked")
+                .push(muted_here.clone());
         }
         true
     }
@@ -271,6 +284,15 @@ impl Proxy {
         *self.faults.mute_after.lock().expect("pattern") = Some(bytes.to_vec());
     }
 
+    /// The connections listening for notifications now answer nothing
+    /// more, silently: no error, no close (as after a network fault that
+    /// neither end saw). Connections made later are not muted.
+    fn mute_listeners(&self) {
+        for listener in self.faults.listeners.lock().expect("tracked").drain(..) {
+            listener.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// Every connection is cut once a client is about to send `bytes`,
     /// which never reach the server (until restored).
     fn cut_before(&self, bytes: &[u8]) {
@@ -283,6 +305,7 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut client_reads, mut client_writes) = client.into_split();
     let (mut server_reads, mut server_writes) = server.into_split();
+    let muted_here = Arc::new(AtomicBool::new(false));
     let up = async {
         let mut buffer = vec![0u8; 16 * 1024];
         loop {
@@ -290,7 +313,7 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            if !faults.sending(&buffer[..n]) {
+            if !faults.sending(&buffer[..n], &muted_here) {
                 return;
             }
             if server_writes.write_all(&buffer[..n]).await.is_err() {
@@ -305,7 +328,7 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            let muted = faults.muted.load(Ordering::SeqCst);
+            let muted = faults.muted.load(Ordering::SeqCst) || muted_here.load(Ordering::SeqCst);
             if !muted && client_writes.write_all(&buffer[..n]).await.is_err() {
                 return;
             }
@@ -602,10 +625,6 @@ async fn jobs_told_to_a_holder_while_it_was_not_listening_are_delivered_once_it_
             }
         }
     };
-    async fn create(node: &TestApp, org: &Org, title: &str) -> Reply {
-        let body = json!({ "title": title });
-        node.post(&org.path("/tasks"), &org.owner_token, body).await
-    }
     // A takes the lease; B's next commits learn that and tell A.
     create(&a, &org, "on a").await.expect(201);
     eventually(
@@ -643,6 +662,62 @@ async fn jobs_told_to_a_holder_while_it_was_not_listening_are_delivered_once_it_
     )
     .await;
     assert!(ready.elapsed() < Duration::from_secs(5));
+}
+
+/// CONTRACT §9: the holder's listening connection goes silent: no error,
+/// no close, as after a network fault neither end saw (TCP keepalives find
+/// a dead peer only after minutes). The jobs the other node hands it in
+/// notifications are lost with them. The holder asks the connection for an
+/// answer every second, finds it silent within the statement timeout,
+/// listens on a new one and reads what waits for the leases it holds.
+/// Before, those jobs waited until the holder went idle and a look found
+/// them: a third of a lease, 100 s here.
+#[actix_web::test]
+async fn a_holder_whose_listening_connection_went_silent_listens_again_within_seconds() {
+    let lease = ("ROLECALL_WEBHOOKS__LEASE_MS", "300000");
+    let Some((a, proxy, (engine, dir))) =
+        behind_proxy_with("postgres::silent_listener", "2000", &[lease]).await
+    else {
+        return;
+    };
+    let direct = url_of(&engine, &dir);
+    let b = spawn_app_with(&[
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", direct.as_str()),
+        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+        lease,
+    ])
+    .await;
+    let receiver = TestReceiver::start().await;
+    let org = a.org("enterprise").await;
+    a.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    // A takes the lease, and B's commits learn that and tell A.
+    create(&a, &org, "on a").await.expect(201);
+    created(&receiver, 1, Duration::from_secs(5)).await;
+    create(&b, &org, "on b").await.expect(201);
+    created(&receiver, 2, Duration::from_secs(5)).await;
+    let holder = crate::cluster::lease_holder(&direct, &org.id);
+    assert!(!holder.is_empty(), "A holds the lease");
+
+    proxy.mute_listeners();
+    create(&b, &org, "while A heard nothing").await.expect(201);
+    assert_eq!(
+        created(&receiver, 3, Duration::from_secs(10)).await,
+        ["on a", "on b", "while A heard nothing"]
+    );
+    assert_eq!(
+        crate::cluster::lease_holder(&direct, &org.id),
+        holder,
+        "A still holds the lease: it did not wait to go idle"
+    );
+}
+
+/// Creates a task titled `title` in `org` on `node`, as its owner.
+async fn create(node: &TestApp, org: &Org, title: &str) -> Reply {
+    let body = json!({ "title": title });
+    node.post(&org.path("/tasks"), &org.owner_token, body).await
 }
 
 /// A node on the database at `url` (and `dir`) whose webhooks may reach
@@ -1092,6 +1167,17 @@ fn created_titles(receiver: &TestReceiver) -> Vec<String> {
         .filter(|r| r.json()["event"] == json!("task.created"))
         .map(|r| r.title())
         .collect()
+}
+
+/// The titles of the `task.created` events `receiver` got, once there are
+/// `count` of them within `timeout`.
+async fn created(receiver: &TestReceiver, count: usize, timeout: Duration) -> Vec<String> {
+    let what = format!("{count} task.created events delivered");
+    eventually(timeout, &what, || async {
+        let titles = created_titles(receiver);
+        (titles.len() >= count).then_some(titles)
+    })
+    .await
 }
 
 /// Waits until `org`'s delivery log holds `count` records, all succeeded,

@@ -36,10 +36,10 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::channels::{own_channel, stopped, stopped_node, RELEASED_CHANNEL};
+use super::channels::{own_channel, stopped, RELEASED_CHANNEL};
 use super::connect::{Connector, IoThread};
-use super::error::from_pg;
-use super::handed::{self, Handed, HANDED};
+use super::handed::HANDED;
+use super::listener::{self, Listening, Wakeup};
 use super::lost_reads::LostReads;
 use super::rows;
 use super::transact::Database;
@@ -91,21 +91,6 @@ pub struct SharedQueue {
     lease_ms: i64,
     /// Reads of waiting jobs whose answer was lost.
     lost: Arc<LostReads>,
-}
-
-/// What the listening connection tells the dispatcher.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Wakeup {
-    /// Listening (again): notifications sent meanwhile are lost, so look
-    /// for waiting jobs now.
-    Listening,
-    /// `org` has jobs waiting that this node may deliver.
-    Jobs(OrgId),
-    /// New jobs handed to this node, their rows marked held under the
-    /// epoch named (see [`super::handed`]).
-    Handed(Handed),
-    /// This node stopped and released its leases.
-    Stopped(Uuid),
 }
 
 /// A node's claim of the leases of some organizations ($1) for itself
@@ -424,100 +409,13 @@ impl SharedQueue {
         Ok(jobs)
     }
 
-    /// Listens for this node's wake-ups on a connection of its own, on the
-    /// I/O thread, connecting again after a failure; stops when the answer
-    /// is dropped.
+    /// Listens for this node's wake-ups (see [`listener`]); stops when the
+    /// answer is dropped.
     pub fn listen(&self, wake: impl Fn(Wakeup) + Send + Sync + 'static) -> Listening {
-        let channels = [own_channel(self.node), RELEASED_CHANNEL.to_owned()];
-        let connector = self.connector.clone();
-        let task = self.io.spawn(async move {
-            let mut pause = FIRST_PAUSE;
-            loop {
-                match listen_once(&connector, &channels, &wake).await {
-                    Ok(()) => {
-                        // It was listening: the next failure starts over.
-                        pause = FIRST_PAUSE;
-                        tracing::warn!("the PostgreSQL connection listening for deliveries closed; connecting again")
-                    }
-                    Err(err) => tracing::warn!(
-                        error = %crate::telemetry::cause_chain(&err),
-                        "listening for deliveries on PostgreSQL failed; trying again"
-                    ),
-                }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(LONGEST_PAUSE);
-            }
-        });
-        Listening(task)
+        let channels = vec![own_channel(self.node), RELEASED_CHANNEL.to_owned()];
+        let limit = self.database.round_limit();
+        listener::listen(&self.io, self.connector.clone(), channels, limit, wake)
     }
-}
-
-/// The first wait before listening again, doubled after each failure.
-const FIRST_PAUSE: Duration = Duration::from_millis(100);
-/// The longest: a database that is back is listened to again within it
-/// (CONTRACT §9: deliveries resume within 2 s).
-const LONGEST_PAUSE: Duration = Duration::from_secs(1);
-
-/// The listening connection's task, stopped when dropped.
-pub struct Listening(tokio::task::JoinHandle<()>);
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Connects, listens on `channels` and hands each notification to `wake`
-/// until the connection ends.
-async fn listen_once(
-    connector: &Connector,
-    channels: &[String],
-    wake: &impl Fn(Wakeup),
-) -> Result<(), StoreError> {
-    use tokio_postgres::AsyncMessage;
-
-    let (client, mut connection) = connector
-        .config
-        .connect(connector.tls.clone())
-        .await
-        .map_err(from_pg)?;
-    let (notified, mut notifications) = tokio::sync::mpsc::unbounded_channel();
-    // Driving the connection yields what the server sends unasked.
-    tokio::spawn(async move {
-        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-            match message {
-                Ok(AsyncMessage::Notification(notification)) => {
-                    if notified.send(notification).is_err() {
-                        break;
-                    }
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    tracing::debug!(error = %err, "the listening connection ended");
-                    break;
-                }
-            }
-        }
-    });
-    let listen: String = channels
-        .iter()
-        .map(|channel| format!("LISTEN \"{channel}\";"))
-        .collect();
-    client.batch_execute(&listen).await.map_err(from_pg)?;
-    wake(Wakeup::Listening);
-    while let Some(notification) = notifications.recv().await {
-        let payload = notification.payload();
-        if let Some(handed) = handed::decode(payload) {
-            wake(Wakeup::Handed(handed));
-            continue;
-        }
-        match (payload.parse::<Uuid>(), stopped_node(payload)) {
-            (Ok(org), _) => wake(Wakeup::Jobs(OrgId(org))),
-            (_, Some(node)) => wake(Wakeup::Stopped(node)),
-            _ => tracing::debug!(payload, "a notification that names no organization"),
-        }
-    }
-    Ok(())
 }
 
 /// Leases from rows of (organization_id, epoch).

@@ -19,6 +19,7 @@ mod handed;
 mod idempotency;
 mod import;
 mod leases;
+mod listener;
 mod lost_reads;
 pub mod migrate;
 mod passed_tests;
@@ -52,9 +53,10 @@ pub use idempotency::{
 };
 pub use import::Import;
 pub use leases::{
-    claim_jobs_sql, Claimed, HeldElsewhere, Lease, Listening, SharedQueue, Wakeup,
-    CLAIM_JOBS_SESSION, CLAIM_SQL as LEASE_CLAIM_SQL,
+    claim_jobs_sql, Claimed, HeldElsewhere, Lease, SharedQueue, CLAIM_JOBS_SESSION,
+    CLAIM_SQL as LEASE_CLAIM_SQL,
 };
+pub use listener::{Listening, Wakeup};
 pub use lost_reads::LostReads;
 pub use migrate::Migrated;
 

@@ -24,6 +24,12 @@ pub struct Database {
 }
 
 impl Database {
+    /// How long a round may take on our side: the statement timeout, and
+    /// a margin for the server's own timer to answer first.
+    pub fn round_limit(&self) -> Duration {
+        self.timeout + MARGIN
+    }
+
     /// A connection, or 503 once the wait is over.
     pub async fn connection(&self) -> Result<Object, StoreError> {
         self.pool.get().await.map_err(from_pool)
@@ -49,7 +55,7 @@ impl Database {
         client: Object,
         round: impl AsyncFnOnce(&Object) -> Result<T, StoreError>,
     ) -> Option<Result<T, StoreError>> {
-        match tokio::time::timeout(self.timeout + MARGIN, round(&client)).await {
+        match tokio::time::timeout(self.round_limit(), round(&client)).await {
             Ok(Ok(value)) => Some(Ok(value)),
             Ok(Err(err)) => {
                 discard(client);
