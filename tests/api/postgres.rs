@@ -5,7 +5,7 @@
 //! `ROLECALL_TEST_POSTGRES_URL` (a failure with `ROLECALL_REQUIRE_POSTGRES=1`).
 
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -171,6 +171,13 @@ struct Faults {
     mute_after: Mutex<Option<Vec<u8>>>,
     /// Cut once a client is about to send these bytes (they are dropped).
     cut_before: Mutex<Option<Vec<u8>>>,
+    /// Once a client sends these bytes, its connection becomes a ghost:
+    /// they and everything after are dropped, and the server's side stays
+    /// open when the client leaves, as after a network fault that only
+    /// the client saw (until restored; the ghost stays).
+    ghost_from: Mutex<Option<Vec<u8>>>,
+    /// How many connections became ghosts.
+    ghosts: AtomicUsize,
     /// The muting switch of each connection that sent `LISTEN`, until
     /// [`Proxy::mute_listeners`] throws them.
     listeners: Mutex<Vec<Arc<AtomicBool>>>,
@@ -186,21 +193,22 @@ impl Faults {
         }
     }
 
-    /// A client sends `bytes`, on a connection muted by `muted_here`:
-    /// whether they may go on to the server.
-    fn sending(&self, bytes: &[u8], muted_here: &Arc<AtomicBool>) -> bool {
-        let holds = |pattern: &Mutex<Option<Vec<u8>>>| {
-            pattern
-                .lock()
-                .expect("pattern")
-                .as_deref()
-                .is_some_and(|pattern| bytes.windows(pattern.len()).any(|window| window == pattern))
+    /// A client sends `bytes`, on a connection muted by `muted_here`: how
+    /// many of them go on to the server, and whether the connection is a
+    /// ghost from there on (`None`: it is cut).
+    fn sending(&self, bytes: &[u8], muted_here: &Arc<AtomicBool>) -> Option<(usize, bool)> {
+        let at = |pattern: &Mutex<Option<Vec<u8>>>| {
+            let pattern = pattern.lock().expect("pattern");
+            let pattern = pattern.as_deref()?;
+            bytes
+                .windows(pattern.len())
+                .position(|window| window == pattern)
         };
-        if holds(&self.cut_before) {
+        if at(&self.cut_before).is_some() {
             self.cut();
-            return false;
+            return None;
         }
-        if holds(&self.mute_after) {
+        if at(&self.mute_after).is_some() {
             self.muted.store(true, Ordering::SeqCst);
         }
         if bytes
@@ -212,7 +220,13 @@ impl Faults {
                 .expect("tracked")
                 .push(muted_here.clone());
         }
-        true
+        Some(match at(&self.ghost_from) {
+            Some(start) => {
+                self.ghosts.fetch_add(1, Ordering::SeqCst);
+                (start, true)
+            }
+            None => (bytes.len(), false),
+        })
     }
 }
 
@@ -273,6 +287,7 @@ impl Proxy {
 
     pub(crate) fn restore(&self) {
         *self.faults.mute_after.lock().expect("pattern") = None;
+        *self.faults.ghost_from.lock().expect("pattern") = None;
         *self.faults.cut_before.lock().expect("pattern") = None;
         self.faults.muted.store(false, Ordering::SeqCst);
         self.faults.closed.store(false, Ordering::SeqCst);
@@ -293,6 +308,17 @@ impl Proxy {
         }
     }
 
+    /// The connection of the client that sends `bytes` becomes a ghost
+    /// (see [`Faults::ghost_from`]).
+    fn ghost_from(&self, bytes: &[u8]) {
+        *self.faults.ghost_from.lock().expect("pattern") = Some(bytes.to_vec());
+    }
+
+    /// Whether a connection became a ghost.
+    fn ghosted(&self) -> bool {
+        self.faults.ghosts.load(Ordering::SeqCst) > 0
+    }
+
     /// Every connection is cut once a client is about to send `bytes`,
     /// which never reach the server (until restored).
     fn cut_before(&self, bytes: &[u8]) {
@@ -306,19 +332,28 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
     let (mut client_reads, mut client_writes) = client.into_split();
     let (mut server_reads, mut server_writes) = server.into_split();
     let muted_here = Arc::new(AtomicBool::new(false));
+    let ghost = AtomicBool::new(false);
     let up = async {
         let mut buffer = vec![0u8; 16 * 1024];
         loop {
             let n = match client_reads.read(&mut buffer).await {
+                Ok(0) | Err(_) if ghost.load(Ordering::SeqCst) => {
+                    // The server never hears that the client left.
+                    return std::future::pending().await;
+                }
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            if !faults.sending(&buffer[..n], &muted_here) {
+            if ghost.load(Ordering::SeqCst) {
+                continue;
+            }
+            let Some((passed, ghosted)) = faults.sending(&buffer[..n], &muted_here) else {
+                return;
+            };
+            if server_writes.write_all(&buffer[..passed]).await.is_err() {
                 return;
             }
-            if server_writes.write_all(&buffer[..n]).await.is_err() {
-                return;
-            }
+            ghost.store(ghosted, Ordering::SeqCst);
         }
     };
     let down = async {
@@ -329,7 +364,12 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
                 Ok(n) => n,
             };
             let muted = faults.muted.load(Ordering::SeqCst) || muted_here.load(Ordering::SeqCst);
-            if !muted && client_writes.write_all(&buffer[..n]).await.is_err() {
+            if muted {
+                continue;
+            }
+            // A ghost's server goes on talking to no one.
+            let lost = client_writes.write_all(&buffer[..n]).await.is_err();
+            if lost && !ghost.load(Ordering::SeqCst) {
                 return;
             }
         }
@@ -712,6 +752,67 @@ async fn a_holder_whose_listening_connection_went_silent_listens_again_within_se
         holder,
         "A still holds the lease: it did not wait to go idle"
     );
+}
+
+/// A task's update reads and locks the task's row, decides, then writes
+/// and commits: the row stays locked until the write is committed, so no
+/// other update decides on what it read meanwhile. And when the node's
+/// connection dies in the middle in a way only the node sees (a network
+/// fault: the server never hears the write, the COMMIT, nor that the node
+/// left), the server ends the session once it has idled in its transaction
+/// for the statement timeout, and the lock goes with it.
+///
+/// Before, the COMMIT was sent beside the write's preparation and reached
+/// the server first: the write ran on its own, after the lock was gone.
+/// With that mended but no limit on idling, the lock stayed until the
+/// server's TCP keepalive (two hours by default), and every update of the
+/// task failed meanwhile.
+#[actix_web::test]
+async fn an_update_keeps_its_row_locked_to_its_commit_and_a_vanished_one_not_for_long() {
+    let timeout = [("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "3000")];
+    let Some((app, proxy, (engine, dir))) =
+        behind_proxy_with("postgres::ghost", "2000", &timeout).await
+    else {
+        return;
+    };
+    let url = url_of(&engine, &dir);
+    let org = app.org("enterprise").await;
+    let task = create(&app, &org, "created").await.expect(201);
+    let id = task.json()["id"].as_str().expect("an id").to_owned();
+    let path = org.path(&format!("/tasks/{id}"));
+
+    proxy.ghost_from(b"left by a ghost");
+    let vanished = app.patch(&path, &org.owner_token, json!({"title": "left by a ghost"}));
+    let locked = async {
+        eventually(Duration::from_secs(3), "the write sent", || async {
+            proxy.ghosted().then_some(())
+        })
+        .await;
+        let lock = format!("SELECT 1 FROM resources WHERE id = '{id}' FOR UPDATE NOWAIT");
+        refusal(&url, &lock)
+    };
+    let (vanished, locked) = futures_util::join!(vanished, locked);
+    assert_eq!(
+        locked.as_deref(),
+        Some("55P03"),
+        "the row is locked while its write is on its way"
+    );
+    vanished.problem(503, "STORAGE_UNAVAILABLE");
+    proxy.restore();
+    let updated = eventually(
+        Duration::from_secs(10),
+        "the task updated again",
+        || async {
+            let reply = app
+                .patch(&path, &org.owner_token, json!({"title": "after the ghost"}))
+                .await;
+            (reply.status == 200).then_some(reply)
+        },
+    )
+    .await;
+    assert_eq!(updated.json()["title"], json!("after the ghost"));
+    let stored = app.get(&path, &org.owner_token).await.expect(200);
+    assert_eq!(stored.json()["title"], json!("after the ghost"));
 }
 
 /// Creates a task titled `title` in `org` on `node`, as its owner.

@@ -114,13 +114,30 @@ pub fn client_config(
     config.connect_timeout(settings.connect_timeout);
     // A dead peer is noticed by keepalives, not after the kernel's two hours.
     config.keepalives_idle(Duration::from_secs(10));
-    let statement_ms = settings.statement_timeout.as_millis();
+    let ours = server_side_limits(settings.statement_timeout);
     let options = match config.get_options() {
-        Some(theirs) => format!("{theirs} -c statement_timeout={statement_ms}"),
-        None => format!("-c statement_timeout={statement_ms}"),
+        Some(theirs) => format!("{theirs} {ours}"),
+        None => ours,
     };
     config.options(options);
     Ok((config, root_cert))
+}
+
+/// The server's side of each session's limits:
+/// - a statement runs for `statement_timeout` at most;
+/// - a session idle within a transaction for as long is ended, with its
+///   row locks: only a client gone without a word (a network fault) leaves
+///   one so, since every transaction of ours sends its last statement and
+///   COMMIT together;
+/// - a client that stopped answering is found by keepalives within about
+///   25 s (10 s idle, then 3 probes 5 s apart), where the kernel's default
+///   waits two hours with the session's connection slot taken.
+fn server_side_limits(statement_timeout: Duration) -> String {
+    let ms = statement_timeout.as_millis();
+    format!(
+        "-c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms} \
+         -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+    )
 }
 
 /// Whether every host is this machine (a loopback address, `localhost`,
@@ -408,9 +425,11 @@ mod tests {
         let Ok((config, _)) = client_config(&settings) else {
             panic!("the URL parses")
         };
+        let limits = "-c statement_timeout=2500 -c idle_in_transaction_session_timeout=2500 \
+             -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3";
         assert_eq!(
             config.get_options(),
-            Some("-c work_mem=8MB -c statement_timeout=2500")
+            Some(format!("-c work_mem=8MB {limits}").as_str())
         );
         assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(3)));
         assert_eq!(config.get_application_name(), Some("rolecall"));
@@ -418,7 +437,7 @@ mod tests {
         let background = with_session(config, BACKGROUND_SESSION);
         assert_eq!(
             background.get_options(),
-            Some("-c work_mem=8MB -c statement_timeout=2500 -c enable_seqscan=off"),
+            Some(format!("-c work_mem=8MB {limits} -c enable_seqscan=off").as_str()),
             "background sessions keep the operator's options and plan without whole-table reads"
         );
     }

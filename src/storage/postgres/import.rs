@@ -28,13 +28,15 @@ pub struct Import {
 
 impl PgStore {
     /// Begins a transaction that holds the migration lock, so that no
-    /// node migrates or starts while it is open. Dropping the [`Import`]
+    /// node migrates or starts while it is open, and that may idle while
+    /// the copy reads its source between writes. Dropping the [`Import`]
     /// without [`Import::commit`] leaves nothing behind.
     pub async fn import(&self) -> Result<Import, StoreError> {
         let client = Object::take(self.database.connection().await?);
         client
             .batch_execute(&format!(
                 "BEGIN; SET LOCAL statement_timeout = '{STATEMENT_TIMEOUT}'; \
+                 SET LOCAL idle_in_transaction_session_timeout = 0; \
                  SELECT pg_advisory_xact_lock({LOCK})"
             ))
             .await

@@ -200,16 +200,23 @@ async fn in_transaction(client: &Object, statements: &[Statement]) -> Result<(),
 
 /// `statements` and COMMIT, sent together, in a transaction already begun.
 /// A statement that fails turns the COMMIT into a rollback, so nothing of
-/// a failed transaction stays.
+/// a failed transaction stays. The statement is prepared before the COMMIT
+/// is sent: sent beside a preparation, the COMMIT would reach the server
+/// first, end the transaction (and its row locks) and leave the statement
+/// to run on its own.
 pub async fn finish_transaction(
     client: &Object,
     statements: &[Statement],
 ) -> Result<(), StoreError> {
+    let Some((sql, params)) = combined(statements) else {
+        return client.batch_execute("COMMIT").await.map_err(sent_and_lost);
+    };
+    let prepared = prepared(client, &sql).await?;
     let (ran, committed) = futures_util::join!(
-        run_in_transaction(client, statements),
+        client.execute(&prepared, &params),
         client.batch_execute("COMMIT")
     );
-    ran?;
+    ran.map_err(sent_and_lost)?;
     committed.map_err(sent_and_lost)
 }
 
