@@ -66,15 +66,19 @@ pub fn listen(
         let mut pause = FIRST_PAUSE;
         loop {
             match listen_once(&connector, &channels, limit, &wake).await {
-                Ended::Closed => {
+                Ended::Closed(err) => {
                     // It was listening: the next failure starts over.
                     pause = FIRST_PAUSE;
-                    tracing::warn!("the PostgreSQL connection listening for deliveries closed; connecting again")
+                    let error = err.map(|err| crate::telemetry::cause_chain(&err).to_string());
+                    tracing::warn!(
+                        error,
+                        "the PostgreSQL connection listening for deliveries closed; connecting again"
+                    )
                 }
-                Ended::Silent(err) => {
+                Ended::Silent => {
                     pause = FIRST_PAUSE;
                     tracing::warn!(
-                        error = %crate::telemetry::cause_chain(&err),
+                        limit_ms = limit.as_millis() as u64,
                         "the PostgreSQL connection listening for deliveries went silent; connecting again"
                     )
                 }
@@ -92,10 +96,11 @@ pub fn listen(
 
 /// How one listening connection ended.
 enum Ended {
-    /// It listened, then the server or the network closed it.
-    Closed,
-    /// It listened, then left a probe unanswered.
-    Silent(StoreError),
+    /// It listened, then the server or the network closed it, or a probe
+    /// failed.
+    Closed(Option<StoreError>),
+    /// It listened, then left a probe unanswered past the limit.
+    Silent,
     /// It never listened.
     Failed(StoreError),
 }
@@ -149,15 +154,14 @@ async fn listen_once(
         return Ended::Failed(err);
     }
     wake(Wakeup::Listening);
-    // Ends with the first probe not answered in time.
+    // Ends with the first probe that fails or is not answered in time.
     let mut probing = std::pin::pin!(async {
         loop {
             tokio::time::sleep(PROBE_EVERY).await;
-            let answered = within(limit, "the listening connection's probe", async {
-                client.batch_execute("SELECT 1").await.map_err(from_pg)
-            });
-            if let Err(err) = answered.await {
-                return err;
+            match tokio::time::timeout(limit, client.batch_execute("SELECT 1")).await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => return Ended::Closed(Some(from_pg(err))),
+                Err(_) => return Ended::Silent,
             }
         }
     });
@@ -165,9 +169,9 @@ async fn listen_once(
         tokio::select! {
             notification = notifications.recv() => match notification {
                 Some(notification) => woken(notification.payload(), wake),
-                None => break Ended::Closed,
+                None => break Ended::Closed(None),
             },
-            err = &mut probing => break Ended::Silent(err),
+            ended = &mut probing => break ended,
         }
     };
     drop(driving);
