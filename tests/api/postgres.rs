@@ -171,11 +171,8 @@ struct Faults {
     mute_after: Mutex<Option<Vec<u8>>>,
     /// Cut once a client is about to send these bytes (they are dropped).
     cut_before: Mutex<Option<Vec<u8>>>,
-    /// Once a client sends these bytes, its connection becomes a ghost:
-    /// they and everything after are dropped, and the server's side stays
-    /// open when the client leaves, as after a network fault that only
-    /// the client saw (until restored; the ghost stays).
-    ghost_from: Mutex<Option<Vec<u8>>>,
+    /// Which connection becomes a ghost (until restored; the ghost stays).
+    ghost: Mutex<Option<Ghost>>,
     /// How many connections became ghosts.
     ghosts: AtomicUsize,
     /// The muting switch of each connection that sent `LISTEN`, until
@@ -183,6 +180,22 @@ struct Faults {
     listeners: Mutex<Vec<Arc<AtomicBool>>>,
     /// The relays, to cut.
     connections: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+/// A connection becomes a ghost once its client sends `from` (after
+/// `after`, if given): those bytes and everything after are dropped, and
+/// the server's side stays open when the client leaves, as after a network
+/// fault that only the client saw.
+struct Ghost {
+    after: Option<Vec<u8>>,
+    from: Vec<u8>,
+}
+
+/// Where `pattern` starts in `bytes`.
+fn find(bytes: &[u8], pattern: &[u8]) -> Option<usize> {
+    bytes
+        .windows(pattern.len())
+        .position(|window| window == pattern)
 }
 
 impl Faults {
@@ -193,16 +206,19 @@ impl Faults {
         }
     }
 
-    /// A client sends `bytes`, on a connection muted by `muted_here`: how
-    /// many of them go on to the server, and whether the connection is a
-    /// ghost from there on (`None`: it is cut).
-    fn sending(&self, bytes: &[u8], muted_here: &Arc<AtomicBool>) -> Option<(usize, bool)> {
+    /// A client sends `bytes`, on a connection muted by `muted_here` and
+    /// `armed` once it sent what a ghost comes after: how many of them go
+    /// on to the server, and whether the connection is a ghost from there
+    /// on (`None`: it is cut).
+    fn sending(
+        &self,
+        bytes: &[u8],
+        muted_here: &Arc<AtomicBool>,
+        armed: &AtomicBool,
+    ) -> Option<(usize, bool)> {
         let at = |pattern: &Mutex<Option<Vec<u8>>>| {
             let pattern = pattern.lock().expect("pattern");
-            let pattern = pattern.as_deref()?;
-            bytes
-                .windows(pattern.len())
-                .position(|window| window == pattern)
+            find(bytes, pattern.as_deref()?)
         };
         if at(&self.cut_before).is_some() {
             self.cut();
@@ -211,19 +227,29 @@ impl Faults {
         if at(&self.mute_after).is_some() {
             self.muted.store(true, Ordering::SeqCst);
         }
-        if bytes
-            .windows(b"LISTEN".len())
-            .any(|window| window == b"LISTEN")
-        {
+        if find(bytes, b"LISTEN").is_some() {
             self.listeners
                 .lock()
                 .expect("tracked")
                 .push(muted_here.clone());
         }
-        Some(match at(&self.ghost_from) {
-            Some(start) => {
+        let ghost = self.ghost.lock().expect("pattern");
+        let Some(ghost) = ghost.as_ref() else {
+            return Some((bytes.len(), false));
+        };
+        let start = match &ghost.after {
+            _ if armed.load(Ordering::SeqCst) => Some(0),
+            None => Some(0),
+            Some(after) => find(bytes, after).map(|at| at + after.len()),
+        };
+        let Some(start) = start else {
+            return Some((bytes.len(), false));
+        };
+        armed.store(true, Ordering::SeqCst);
+        Some(match find(&bytes[start..], &ghost.from) {
+            Some(at) => {
                 self.ghosts.fetch_add(1, Ordering::SeqCst);
-                (start, true)
+                (start + at, true)
             }
             None => (bytes.len(), false),
         })
@@ -287,7 +313,7 @@ impl Proxy {
 
     pub(crate) fn restore(&self) {
         *self.faults.mute_after.lock().expect("pattern") = None;
-        *self.faults.ghost_from.lock().expect("pattern") = None;
+        *self.faults.ghost.lock().expect("pattern") = None;
         *self.faults.cut_before.lock().expect("pattern") = None;
         self.faults.muted.store(false, Ordering::SeqCst);
         self.faults.closed.store(false, Ordering::SeqCst);
@@ -308,10 +334,13 @@ impl Proxy {
         }
     }
 
-    /// The connection of the client that sends `bytes` becomes a ghost
-    /// (see [`Faults::ghost_from`]).
-    fn ghost_from(&self, bytes: &[u8]) {
-        *self.faults.ghost_from.lock().expect("pattern") = Some(bytes.to_vec());
+    /// The connection of the client that sends `from`, after `after` if
+    /// given, becomes a ghost (see [`Ghost`]).
+    fn ghost_from(&self, after: Option<&[u8]>, from: &[u8]) {
+        *self.faults.ghost.lock().expect("pattern") = Some(Ghost {
+            after: after.map(<[u8]>::to_vec),
+            from: from.to_vec(),
+        });
     }
 
     /// Whether a connection became a ghost.
@@ -333,6 +362,7 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
     let (mut server_reads, mut server_writes) = server.into_split();
     let muted_here = Arc::new(AtomicBool::new(false));
     let ghost = AtomicBool::new(false);
+    let armed = AtomicBool::new(false);
     let up = async {
         let mut buffer = vec![0u8; 16 * 1024];
         loop {
@@ -347,7 +377,7 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
             if ghost.load(Ordering::SeqCst) {
                 continue;
             }
-            let Some((passed, ghosted)) = faults.sending(&buffer[..n], &muted_here) else {
+            let Some((passed, ghosted)) = faults.sending(&buffer[..n], &muted_here, &armed) else {
                 return;
             };
             if server_writes.write_all(&buffer[..passed]).await.is_err() {
@@ -781,7 +811,7 @@ async fn an_update_keeps_its_row_locked_to_its_commit_and_a_vanished_one_not_for
     let id = task.json()["id"].as_str().expect("an id").to_owned();
     let path = org.path(&format!("/tasks/{id}"));
 
-    proxy.ghost_from(b"left by a ghost");
+    proxy.ghost_from(None, b"left by a ghost");
     let vanished = app.patch(&path, &org.owner_token, json!({"title": "left by a ghost"}));
     let locked = async {
         eventually(Duration::from_secs(3), "the write sent", || async {
@@ -813,6 +843,49 @@ async fn an_update_keeps_its_row_locked_to_its_commit_and_a_vanished_one_not_for
     assert_eq!(updated.json()["title"], json!("after the ghost"));
     let stored = app.get(&path, &org.owner_token).await.expect(200);
     assert_eq!(stored.json()["title"], json!("after the ghost"));
+}
+
+/// The same fault in a read of waiting jobs: its rows were marked and
+/// locked, and its COMMIT never arrived (the proxy makes a ghost of the
+/// connection at the COMMIT that follows the read). The read is made again, and
+/// skips rows other transactions lock (`SKIP LOCKED`), so until the
+/// ghost's session ends the job is not found: it ends after the statement
+/// timeout, and the job is delivered within seconds. Before, it waited
+/// for the server's TCP keepalive, two hours by default.
+#[actix_web::test]
+async fn a_read_of_jobs_left_open_by_a_vanished_connection_does_not_hide_them_for_long() {
+    let lease = [("ROLECALL_WEBHOOKS__LEASE_MS", "300000")];
+    let Some((app, proxy, _database)) =
+        behind_proxy_with("postgres::ghost_read", "2000", &lease).await
+    else {
+        return;
+    };
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    // The read's first parameters: the organizations (this one), then the
+    // epochs, an array of one int8 (32 bytes: dimensions, flags, type 20,
+    // one dimension of one element from 1, then the element).
+    let mut read = uuid::Uuid::parse_str(&org.id)
+        .expect("an id")
+        .as_bytes()
+        .to_vec();
+    read.extend_from_slice(&32_i32.to_be_bytes());
+    for header in [1_i32, 0, 20] {
+        read.extend_from_slice(&header.to_be_bytes());
+    }
+    proxy.ghost_from(Some(&read), b"COMMIT");
+    create(&app, &org, "read by a ghost").await.expect(201);
+    eventually(Duration::from_secs(5), "a read sent", || async {
+        proxy.ghosted().then_some(())
+    })
+    .await;
+    proxy.restore();
+    assert_eq!(
+        created(&receiver, 1, Duration::from_secs(10)).await,
+        ["read by a ghost"]
+    );
 }
 
 /// Creates a task titled `title` in `org` on `node`, as its owner.
