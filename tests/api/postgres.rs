@@ -666,18 +666,8 @@ async fn jobs_told_to_a_holder_while_it_was_not_listening_are_delivered_once_it_
     else {
         return;
     };
-    let Engine::Postgres(databases) = &engine else {
-        return;
-    };
     // The same database, not through the proxy.
-    let direct = databases.url_for(dir.path());
-    let b = spawn_app_with(&[
-        ("ROLECALL_STORAGE__BACKEND", "postgres"),
-        ("ROLECALL_STORAGE__POSTGRES_URL", direct.as_str()),
-        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
-        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
-    ])
-    .await;
+    let b = direct_node(&url_of(&engine, &dir), &[]).await;
     let receiver = TestReceiver::start().await;
     let org = a.org("enterprise").await;
     a.setup_webhook(&org, &receiver.url, &["task.created"])
@@ -751,14 +741,7 @@ async fn a_holder_whose_listening_connection_went_silent_listens_again_within_se
         return;
     };
     let direct = url_of(&engine, &dir);
-    let b = spawn_app_with(&[
-        ("ROLECALL_STORAGE__BACKEND", "postgres"),
-        ("ROLECALL_STORAGE__POSTGRES_URL", direct.as_str()),
-        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
-        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
-        lease,
-    ])
-    .await;
+    let b = direct_node(&direct, &[lease]).await;
     let receiver = TestReceiver::start().await;
     let org = a.org("enterprise").await;
     a.setup_webhook(&org, &receiver.url, &["task.created"])
@@ -894,6 +877,18 @@ async fn create(node: &TestApp, org: &Org, title: &str) -> Reply {
     node.post(&org.path("/tasks"), &org.owner_token, body).await
 }
 
+/// A node reaching the database at `url` directly, whose webhooks may
+/// reach loopback, with `more` settings.
+async fn direct_node(url: &str, more: &[(&str, &str)]) -> TestApp {
+    let settings = [
+        ("ROLECALL_STORAGE__BACKEND", "postgres"),
+        ("ROLECALL_STORAGE__POSTGRES_URL", url),
+        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
+        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+    ];
+    spawn_app_with(&[settings.as_slice(), more].concat()).await
+}
+
 /// A node on the database at `url` (and `dir`) whose webhooks may reach
 /// loopback, with `setting`; an organization of it hooked to a new
 /// receiver for `task.created`.
@@ -903,14 +898,10 @@ async fn hooked_node(
     setting: (&str, &str),
 ) -> (TestApp, TestReceiver, Org) {
     let data_dir = dir.path().display().to_string();
-    let app = spawn_app_with(&[
-        ("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()),
-        ("ROLECALL_STORAGE__BACKEND", "postgres"),
-        ("ROLECALL_STORAGE__POSTGRES_URL", url),
-        ("ROLECALL_WEBHOOKS__ALLOW_HTTP", "true"),
-        ("ROLECALL_WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
-        setting,
-    ])
+    let app = direct_node(
+        url,
+        &[("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()), setting],
+    )
     .await;
     let receiver = TestReceiver::start().await;
     let org = app.org("enterprise").await;
