@@ -178,6 +178,9 @@ struct Faults {
     /// The muting switch of each connection that sent `LISTEN`, until
     /// [`Proxy::mute_listeners`] throws them.
     listeners: Mutex<Vec<Arc<AtomicBool>>>,
+    /// The muting switch of every connection, until [`Proxy::mute_open`]
+    /// throws them.
+    open: Mutex<Vec<Arc<AtomicBool>>>,
     /// The relays, to cut.
     connections: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -334,6 +337,14 @@ impl Proxy {
         }
     }
 
+    /// Every connection open now answers nothing more, silently: no error,
+    /// no close. Connections made later are not muted.
+    fn mute_open(&self) {
+        for connection in self.faults.open.lock().expect("tracked").drain(..) {
+            connection.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// The connection of the client that sends `from`, after `after` if
     /// given, becomes a ghost (see [`Ghost`]).
     fn ghost_from(&self, after: Option<&[u8]>, from: &[u8]) {
@@ -361,6 +372,11 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
     let (mut client_reads, mut client_writes) = client.into_split();
     let (mut server_reads, mut server_writes) = server.into_split();
     let muted_here = Arc::new(AtomicBool::new(false));
+    faults
+        .open
+        .lock()
+        .expect("tracked")
+        .push(muted_here.clone());
     let ghost = AtomicBool::new(false);
     let armed = AtomicBool::new(false);
     let up = async {
@@ -764,6 +780,35 @@ async fn a_holder_whose_listening_connection_went_silent_listens_again_within_se
         crate::cluster::lease_holder(&direct, &org.id),
         holder,
         "A still holds the lease: it did not wait to go idle"
+    );
+}
+
+/// Every pooled connection goes silent at once, with no error and no
+/// close (a network fault, or a middlebox that keeps its side open), while
+/// the node is quiet. The next request is answered: a connection that sat
+/// unused is asked for an answer before it is handed out, and replaced
+/// when it gives none, the others unused as long with it. Before, the
+/// request's first statement waited out the statement timeout on a silent
+/// connection and answered 503 from a healthy database.
+#[actix_web::test]
+async fn a_request_after_every_pooled_connection_went_silent_is_answered_not_refused() {
+    let Some((app, proxy, _database)) = behind_proxy("postgres::silent_pool", "2000").await else {
+        return;
+    };
+    let receiver = TestReceiver::start().await;
+    let org = app.org("enterprise").await;
+    app.setup_webhook(&org, &receiver.url, &["task.created"])
+        .await;
+    create(&app, &org, "before").await.expect(201);
+    created(&receiver, 1, Duration::from_secs(5)).await;
+
+    proxy.mute_open();
+    // Past the 5 s a connection may sit unused before it is asked.
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    create(&app, &org, "after").await.expect(201);
+    assert_eq!(
+        created(&receiver, 2, Duration::from_secs(10)).await,
+        ["before", "after"]
     );
 }
 

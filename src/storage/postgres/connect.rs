@@ -299,7 +299,8 @@ fn with_session(
 }
 
 /// A pool of `size` connections for `share`, made by `connector`, whose
-/// I/O runs on `io`.
+/// I/O runs on `io`. One that sat unused is asked for an answer before it
+/// is handed out ([`super::idle_probe`]).
 pub fn pool(
     settings: &Settings,
     size: usize,
@@ -328,6 +329,7 @@ pub fn pool(
         .wait_timeout(Some(settings.connect_timeout))
         .create_timeout(Some(settings.connect_timeout))
         .recycle_timeout(Some(settings.connect_timeout))
+        .pre_recycle(super::idle_probe::hook(settings.statement_timeout))
         .build()
         .map_err(|err| StoreError::Config(err.to_string()))
 }

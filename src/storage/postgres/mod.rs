@@ -17,6 +17,7 @@ mod error;
 mod group_commit;
 mod handed;
 mod idempotency;
+mod idle_probe;
 mod import;
 mod leases;
 mod listener;
