@@ -744,15 +744,17 @@ async fn jobs_told_to_a_holder_while_it_was_not_listening_are_delivered_once_it_
 /// no close, as after a network fault neither end saw (TCP keepalives find
 /// a dead peer only after minutes). The jobs the other node hands it in
 /// notifications are lost with them. The holder asks the connection for an
-/// answer every second, finds it silent within the statement timeout,
-/// listens on a new one and reads what waits for the leases it holds.
+/// answer every second, finds it silent when a probe is not answered within
+/// 1 s, listens on a new one and reads what waits for the leases it holds.
 /// Before, those jobs waited until the holder went idle and a look found
-/// them: a third of a lease, 100 s here.
+/// them: a third of a lease, 100 s here; and then, until a probe had waited
+/// out the statement timeout, 10 s here.
 #[actix_web::test]
 async fn a_holder_whose_listening_connection_went_silent_listens_again_within_seconds() {
     let lease = ("ROLECALL_WEBHOOKS__LEASE_MS", "300000");
+    let timeout = ("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "10000");
     let Some((a, proxy, (engine, dir))) =
-        behind_proxy_with("postgres::silent_listener", "2000", &[lease]).await
+        behind_proxy_with("postgres::silent_listener", "2000", &[lease, timeout]).await
     else {
         return;
     };
@@ -773,7 +775,7 @@ async fn a_holder_whose_listening_connection_went_silent_listens_again_within_se
     proxy.mute_listeners();
     create(&b, &org, "while A heard nothing").await.expect(201);
     assert_eq!(
-        created(&receiver, 3, Duration::from_secs(10)).await,
+        created(&receiver, 3, Duration::from_secs(5)).await,
         ["on a", "on b", "while A heard nothing"]
     );
     assert_eq!(

@@ -48,11 +48,17 @@ fn verdict(last_taken: Instant, now: Instant, silence: Option<Instant>) -> Verdi
     }
 }
 
+/// How long a probe's answer may take: [`LONGEST_ANSWER`], or the
+/// statement timeout when that is shorter. The listening connection's
+/// probes wait as long ([`super::listener`]).
+pub fn answer_within(statement_timeout: Duration) -> Duration {
+    statement_timeout.min(LONGEST_ANSWER)
+}
+
 /// The pool hook that applies [`verdict`] to each connection it hands out,
-/// waiting for a probe's answer no longer than `statement_timeout` (nor
-/// [`LONGEST_ANSWER`]).
+/// waiting for a probe's answer [`answer_within`] the statement timeout.
 pub fn hook(statement_timeout: Duration) -> Hook {
-    let answer_within = statement_timeout.min(LONGEST_ANSWER);
+    let answer_within = answer_within(statement_timeout);
     let silence: Arc<Mutex<Option<Instant>>> = Arc::default();
     Hook::async_fn(move |client, metrics: &Metrics| {
         let silence = silence.clone();

@@ -413,8 +413,11 @@ impl SharedQueue {
     /// answer is dropped.
     pub fn listen(&self, wake: impl Fn(Wakeup) + Send + Sync + 'static) -> Listening {
         let channels = vec![own_channel(self.node), RELEASED_CHANNEL.to_owned()];
-        let limit = self.database.round_limit();
-        listener::listen(&self.io, self.connector.clone(), channels, limit, wake)
+        let limits = listener::Limits {
+            round: self.database.round_limit(),
+            probe: super::idle_probe::answer_within(self.database.timeout),
+        };
+        listener::listen(&self.io, self.connector.clone(), channels, limits, wake)
     }
 }
 

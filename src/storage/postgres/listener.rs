@@ -2,8 +2,9 @@
 //! (`NOTIFY`, see `channels`), kept alive by asking it for an answer every
 //! [`PROBE_EVERY`]: a connection that went silent, with no error and no
 //! close (a network fault neither end saw), is replaced within that and
-//! the statement timeout. TCP keepalives would find it only after minutes,
-//! and every job handed to this node meanwhile would wait for a look.
+//! the probe's limit (1 s, as a pooled connection's probe). TCP keepalives
+//! would find it only after minutes, and every job handed to this node
+//! meanwhile would wait for a look.
 
 use std::time::Duration;
 
@@ -51,21 +52,29 @@ impl Drop for Listening {
     }
 }
 
+/// How long the listening connection's rounds may take.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Its connect and `LISTEN`: the statement timeout with its margin.
+    pub round: Duration,
+    /// The answer to a probe ([`super::idle_probe::answer_within`]).
+    pub probe: Duration,
+}
+
 /// Listens on `channels` on a connection of its own, on the I/O thread,
 /// handing each notification to `wake` and connecting again after a
-/// failure or a silence longer than `limit` (the statement timeout with
-/// its margin).
+/// failure or a probe left unanswered past its limit.
 pub fn listen(
     io: &IoThread,
     connector: std::sync::Arc<Connector>,
     channels: Vec<String>,
-    limit: Duration,
+    limits: Limits,
     wake: impl Fn(Wakeup) + Send + Sync + 'static,
 ) -> Listening {
     let task = io.spawn(async move {
         let mut pause = FIRST_PAUSE;
         loop {
-            match listen_once(&connector, &channels, limit, &wake).await {
+            match listen_once(&connector, &channels, limits, &wake).await {
                 Ended::Closed(err) => {
                     // It was listening: the next failure starts over.
                     pause = FIRST_PAUSE;
@@ -78,7 +87,7 @@ pub fn listen(
                 Ended::Silent => {
                     pause = FIRST_PAUSE;
                     tracing::warn!(
-                        limit_ms = limit.as_millis() as u64,
+                        limit_ms = limits.probe.as_millis() as u64,
                         "the PostgreSQL connection listening for deliveries went silent; connecting again"
                     )
                 }
@@ -99,7 +108,7 @@ enum Ended {
     /// It listened, then the server or the network closed it, or a probe
     /// failed.
     Closed(Option<StoreError>),
-    /// It listened, then left a probe unanswered past the limit.
+    /// It listened, then left a probe unanswered past its limit.
     Silent,
     /// It never listened.
     Failed(StoreError),
@@ -110,11 +119,14 @@ enum Ended {
 async fn listen_once(
     connector: &Connector,
     channels: &[String],
-    limit: Duration,
+    limits: Limits,
     wake: &impl Fn(Wakeup),
 ) -> Ended {
     let connecting = connector.config.connect(connector.tls.clone());
-    let connect_limit = connector.config.get_connect_timeout().map_or(limit, |t| *t);
+    let connect_limit = connector
+        .config
+        .get_connect_timeout()
+        .map_or(limits.round, |t| *t);
     let (client, mut connection) = match within(connect_limit, "a connection to listen on", async {
         connecting.await.map_err(from_pg)
     })
@@ -146,7 +158,7 @@ async fn listen_once(
         .iter()
         .map(|channel| format!("LISTEN \"{channel}\";"))
         .collect();
-    if let Err(err) = within(limit, "LISTEN", async {
+    if let Err(err) = within(limits.round, "LISTEN", async {
         client.batch_execute(&listen).await.map_err(from_pg)
     })
     .await
@@ -158,7 +170,7 @@ async fn listen_once(
     let mut probing = std::pin::pin!(async {
         loop {
             tokio::time::sleep(PROBE_EVERY).await;
-            match tokio::time::timeout(limit, client.batch_execute("SELECT 1")).await {
+            match tokio::time::timeout(limits.probe, client.batch_execute("SELECT 1")).await {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => return Ended::Closed(Some(from_pg(err))),
                 Err(_) => return Ended::Silent,
