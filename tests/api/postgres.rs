@@ -169,6 +169,10 @@ struct Faults {
     muted: AtomicBool,
     /// Mute once a client sends these bytes.
     mute_after: Mutex<Option<Vec<u8>>>,
+    /// Mute the one connection whose client sends these bytes (once).
+    mute_one_after: Mutex<Option<Vec<u8>>>,
+    /// How many connections were muted so.
+    muted_ones: AtomicUsize,
     /// Cut once a client is about to send these bytes (they are dropped).
     cut_before: Mutex<Option<Vec<u8>>>,
     /// Which connection becomes a ghost (until restored; the ghost stays).
@@ -229,6 +233,11 @@ impl Faults {
         }
         if at(&self.mute_after).is_some() {
             self.muted.store(true, Ordering::SeqCst);
+        }
+        if at(&self.mute_one_after).is_some() {
+            *self.mute_one_after.lock().expect("pattern") = None;
+            muted_here.store(true, Ordering::SeqCst);
+            self.muted_ones.fetch_add(1, Ordering::SeqCst);
         }
         if find(bytes, b"LISTEN").is_some() {
             self.listeners
@@ -316,6 +325,7 @@ impl Proxy {
 
     pub(crate) fn restore(&self) {
         *self.faults.mute_after.lock().expect("pattern") = None;
+        *self.faults.mute_one_after.lock().expect("pattern") = None;
         *self.faults.ghost.lock().expect("pattern") = None;
         *self.faults.cut_before.lock().expect("pattern") = None;
         self.faults.muted.store(false, Ordering::SeqCst);
@@ -335,6 +345,17 @@ impl Proxy {
         for listener in self.faults.listeners.lock().expect("tracked").drain(..) {
             listener.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// The one connection whose client next sends `bytes` answers nothing
+    /// more from then on, silently (the others go on).
+    fn mute_one_after(&self, bytes: &[u8]) {
+        *self.faults.mute_one_after.lock().expect("pattern") = Some(bytes.to_vec());
+    }
+
+    /// Whether a connection was muted by [`Proxy::mute_one_after`].
+    fn muted_one(&self) -> bool {
+        self.faults.muted_ones.load(Ordering::SeqCst) > 0
     }
 
     /// Every connection open now answers nothing more, silently: no error,
@@ -811,6 +832,36 @@ async fn a_request_after_every_pooled_connection_went_silent_is_answered_not_ref
     assert_eq!(
         created(&receiver, 2, Duration::from_secs(10)).await,
         ["before", "after"]
+    );
+}
+
+/// A node checks each request's token and organization one query at a
+/// time, so a check on a connection gone silent (no error, no close) held
+/// up every request and delivery attempt of the node until the statement
+/// timeout, and then answered them 503. A check unanswered for 1 s is now
+/// asked again on another connection: the request is answered well before
+/// the statement timeout (10 s here), from a healthy database.
+#[actix_web::test]
+async fn a_check_on_a_connection_gone_silent_is_asked_again_and_the_request_answered() {
+    let timeout = [("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "10000")];
+    let Some((app, proxy, _database)) =
+        behind_proxy_with("postgres::silent_check", "2000", &timeout).await
+    else {
+        return;
+    };
+    let org = app.org("enterprise").await;
+    // The check carries the token's SHA-256: the connection that sends it
+    // next goes silent.
+    proxy.mute_one_after(&rolecall::secrets::sha256(org.owner_token.as_bytes()));
+    let started = std::time::Instant::now();
+    app.get(&org.path("/roles"), &org.owner_token)
+        .await
+        .expect(200);
+    assert!(proxy.muted_one(), "the check's connection went silent");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered before the statement timeout: {:?}",
+        started.elapsed()
     );
 }
 

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::batcher::{self, Queue};
 use super::connect::IoThread;
+use super::hedge;
 use super::rows;
 use super::transact::query;
 use super::transact::Database;
@@ -104,11 +105,21 @@ async fn check_batch(database: &Database, batch: Vec<Ask>) {
         .map(|(token, _)| token.map(|token| token.to_vec()))
         .collect();
     let orgs: Vec<Option<Uuid>> = asked.iter().map(|(_, org)| org.map(|org| org.0)).collect();
-    let found = database
-        .with("the token checks", async |client| {
-            query(client, SQL, &[&tokens, &orgs]).await
-        })
-        .await;
+    // Asked again on another connection once the first has gone the
+    // probe's limit without an answer: only one check runs at a time, so a
+    // silent connection would hold up every request of the node.
+    let after = super::idle_probe::answer_within(database.timeout);
+    let found = hedge::first_answer(after, || {
+        let (database, tokens, orgs) = (database.clone(), tokens.clone(), orgs.clone());
+        async move {
+            database
+                .with("the token checks", async |client| {
+                    query(client, SQL, &[&tokens, &orgs]).await
+                })
+                .await
+        }
+    })
+    .await;
     let mut answers: Vec<Option<Freshness>> = vec![None; asked.len()];
     let decoded = found.and_then(|rows| {
         for row in &rows {

@@ -16,6 +16,7 @@ mod connect;
 mod error;
 mod group_commit;
 mod handed;
+mod hedge;
 mod idempotency;
 mod idle_probe;
 mod import;
