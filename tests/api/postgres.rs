@@ -540,10 +540,7 @@ async fn an_unreachable_database_answers_503_then_the_node_recovers_by_itself() 
     let Some((app, proxy, _database)) = behind_proxy("postgres::outage", "5000").await else {
         return;
     };
-    let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["member.added"])
-        .await;
+    let (receiver, org) = subscribed(&app, &["member.added"]).await;
 
     // An attempt in flight when the database goes away.
     receiver.set(Behavior::slow(Duration::from_millis(1500)));
@@ -705,10 +702,7 @@ async fn jobs_told_to_a_holder_while_it_was_not_listening_are_delivered_once_it_
     };
     // The same database, not through the proxy.
     let b = direct_node(&url_of(&engine, &dir), &[]).await;
-    let receiver = TestReceiver::start().await;
-    let org = a.org("enterprise").await;
-    a.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&a, &["task.created"]).await;
     let delivered = |titles: Vec<String>| {
         let receiver = &receiver;
         move || {
@@ -781,10 +775,7 @@ async fn a_holder_whose_listening_connection_went_silent_listens_again_within_se
     };
     let direct = url_of(&engine, &dir);
     let b = direct_node(&direct, &[lease]).await;
-    let receiver = TestReceiver::start().await;
-    let org = a.org("enterprise").await;
-    a.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&a, &["task.created"]).await;
     // A takes the lease, and B's commits learn that and tell A.
     create(&a, &org, "on a").await.expect(201);
     created(&receiver, 1, Duration::from_secs(5)).await;
@@ -818,10 +809,7 @@ async fn a_request_after_every_pooled_connection_went_silent_is_answered_not_ref
     let Some((app, proxy, _database)) = behind_proxy("postgres::silent_pool", "2000").await else {
         return;
     };
-    let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
     create(&app, &org, "before").await.expect(201);
     created(&receiver, 1, Duration::from_secs(5)).await;
 
@@ -941,10 +929,7 @@ async fn a_read_of_jobs_left_open_by_a_vanished_connection_does_not_hide_them_fo
     else {
         return;
     };
-    let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
     // The read's first parameters: the organizations (this one), then the
     // epochs, an array of one int8 (32 bytes: dimensions, flags, type 20,
     // one dimension of one element from 1, then the element).
@@ -1001,11 +986,16 @@ async fn hooked_node(
         &[("ROLECALL_STORAGE__DATA_DIR", data_dir.as_str()), setting],
     )
     .await;
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
+    (app, receiver, org)
+}
+
+/// A receiver, and an organization of `app` whose webhook sends it `events`.
+async fn subscribed(app: &TestApp, events: &[&str]) -> (TestReceiver, Org) {
     let receiver = TestReceiver::start().await;
     let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
-    (app, receiver, org)
+    app.setup_webhook(&org, &receiver.url, events).await;
+    (receiver, org)
 }
 
 /// Issue 30: a job committed on the node that holds its organization's
@@ -1086,10 +1076,7 @@ async fn a_job_whose_commit_answer_was_lost_is_still_delivered() {
     let Some((app, proxy, _database)) = behind_proxy("postgres::lost_commit", "2000").await else {
         return;
     };
-    let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
     app.post(
         &org.path("/tasks"),
         &org.owner_token,
@@ -1156,10 +1143,7 @@ async fn a_keyed_create_whose_commit_answer_was_lost_is_replayed_not_run_again()
     else {
         return;
     };
-    let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
     // Each create: its commit's answer lost, then the retry replayed.
     for (path, body, key) in [
         ("/tasks", json!({"title": "answer lost"}), "lost-task"),
@@ -1249,10 +1233,7 @@ async fn a_job_of_a_free_lease_whose_commit_answer_was_lost_is_delivered_within_
     else {
         return;
     };
-    let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
     proxy.mute_after(b"claimed by nobody");
     app.post(
         &org.path("/tasks"),
@@ -1343,10 +1324,7 @@ async fn an_outcome_written_with_its_answer_lost_is_not_written_twice_and_the_lo
         return;
     };
     let url = url_of(&engine, &dir);
-    let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
     // The subscriber's answer is kept in the outcome's record: sent, it
     // mutes the server.
     receiver.set(Behavior::Respond {
@@ -1512,10 +1490,7 @@ async fn a_lease_claimed_anew_is_read_once_the_earlier_outcomes_are_written() {
         return;
     };
     let url = databases.url_for(dir.path());
-    let receiver = TestReceiver::start().await;
-    let org = app.org("enterprise").await;
-    app.setup_webhook(&org, &receiver.url, &["task.created"])
-        .await;
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
     admin(&url, REFUSES_LOG.into());
     // The attempt is in flight when the database goes away, and ends
     // during the outage; the lease is trusted for 400 ms of it.

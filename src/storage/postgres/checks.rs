@@ -108,13 +108,15 @@ async fn check_batch(database: &Database, batch: Vec<Ask>) {
     // Asked again on another connection once the first has gone the
     // probe's limit without an answer: only one check runs at a time, so a
     // silent connection would hold up every request of the node.
+    // The parameters are shared by the asks, not copied for each.
     let after = super::idle_probe::answer_within(database.timeout);
+    let params = std::sync::Arc::new((tokens, orgs));
     let found = hedge::first_answer(after, || {
-        let (database, tokens, orgs) = (database.clone(), tokens.clone(), orgs.clone());
+        let (database, params) = (database.clone(), params.clone());
         async move {
             database
                 .with("the token checks", async |client| {
-                    query(client, SQL, &[&tokens, &orgs]).await
+                    query(client, SQL, &[&params.0, &params.1]).await
                 })
                 .await
         }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use deadpool_postgres::{Hook, HookError, Metrics};
 
 /// A connection unused this long is asked before it is handed out.
-pub const UNUSED_FOR: Duration = Duration::from_secs(5);
+const UNUSED_FOR: Duration = Duration::from_secs(5);
 
 /// How long its answer may take at most (less when the statement timeout
 /// is shorter). A round trip to a healthy server, even a loaded one, is
