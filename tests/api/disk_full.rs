@@ -133,6 +133,15 @@ fn task_title(n: usize) -> String {
     format!("task {n}")
 }
 
+/// The length of the descriptions [`fill`] writes: small enough that no
+/// page of sled's goes to a blob file (a leaf holds up to 16 entries, and a
+/// page over 128 KiB is written as a blob). These tests take the disk's
+/// last bytes while deliveries still write, and a blob write that fails
+/// leaves sled waiting forever (README, "Why a guard"); with 60,000-byte
+/// descriptions that stalled about 1 run in 80 on a loaded machine, the
+/// request after the disk filled getting no answer at all.
+const SMALL_VALUE: usize = 4_000;
+
 /// Creates tasks with `description_len` characters each until one is
 /// refused; returns the acknowledged ones (id, title) and the refusal.
 async fn fill(
@@ -348,10 +357,10 @@ fn settings(min_free_mb: &str) -> [(&str, &str); 3] {
 /// the store go on; freeing space is enough.
 #[actix_web::test]
 async fn a_nearly_full_disk_refuses_writes_until_space_is_freed() {
-    let Some(fs) = SmallFilesystem::mount(24) else {
+    let Some(fs) = SmallFilesystem::mount(12) else {
         return;
     };
-    let ballast = fs.ballast(8);
+    let ballast = fs.ballast(3);
     let data = fs.path().join("data");
     let env = settings("2");
     let mut server = Running::start(&data, &env);
@@ -361,7 +370,7 @@ async fn a_nearly_full_disk_refuses_writes_until_space_is_freed() {
         server.get("/readyz", &token).await.expect(200).json(),
         json!({"status": "ready"})
     );
-    let (mut acknowledged, refusal) = fill(&server, &org, &token, 60_000).await;
+    let (mut acknowledged, refusal) = fill(&server, &org, &token, SMALL_VALUE).await;
     let unconfirmed = assert_refused_or_unconfirmed(&refusal, &acknowledged);
     assert!(acknowledged.len() > 10, "some writes fit first");
     // The store itself is fine: what it holds is still read.
@@ -402,8 +411,7 @@ async fn a_store_failed_by_a_full_disk_is_reopened_once_there_is_room() {
     let mut server = Running::start(&data, &env);
     let receiver = TestReceiver::start().await;
     let (org, token) = organization(&server, &receiver).await;
-    // Values small enough to stay in sled's log (no blob files).
-    let (mut acknowledged, refusal) = fill(&server, &org, &token, 4_000).await;
+    let (mut acknowledged, refusal) = fill(&server, &org, &token, SMALL_VALUE).await;
     let unconfirmed = assert_refused_or_unconfirmed(&refusal, &acknowledged);
     assert_refusing(&server, &org, &token).await;
     let page = server
@@ -501,16 +509,16 @@ async fn a_server_started_on_a_full_disk_waits_for_room_then_starts_by_itself() 
 /// stored), and is replayed after that.
 #[actix_web::test]
 async fn a_503_under_an_idempotency_key_is_not_kept_on_sled() {
-    let Some(fs) = SmallFilesystem::mount(24) else {
+    let Some(fs) = SmallFilesystem::mount(12) else {
         return;
     };
-    let ballast = fs.ballast(8);
+    let ballast = fs.ballast(3);
     let data = fs.path().join("data");
     let env = settings("2");
     let server = Running::start(&data, &env);
     let receiver = TestReceiver::start().await;
     let (org, token) = organization(&server, &receiver).await;
-    let (acknowledged, refusal) = fill(&server, &org, &token, 60_000).await;
+    let (acknowledged, refusal) = fill(&server, &org, &token, SMALL_VALUE).await;
     assert_refused_or_unconfirmed(&refusal, &acknowledged);
     let filler = fs.fill_up();
     let tasks = format!("/organizations/{org}/tasks");

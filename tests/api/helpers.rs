@@ -164,9 +164,17 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(&[]).await
 }
 
+/// How long the tests' clients keep an idle connection for reuse: well
+/// under the server's keep-alive (actix-web's 5 s). At awc's default, 15 s,
+/// a request sent after a wait of about 5 s (for deliveries, say) could go
+/// out on a connection the server was closing and fail `Disconnected`; on
+/// a loaded machine that happened in most runs.
+pub const CLIENT_KEEP_ALIVE: Duration = Duration::from_secs(2);
+
 /// An HTTP client with generous limits.
 pub fn client() -> awc::Client {
     awc::Client::builder()
+        .connector(awc::Connector::new().conn_keep_alive(CLIENT_KEEP_ALIVE))
         .timeout(Duration::from_secs(30))
         .disable_redirects()
         .finish()
@@ -534,7 +542,8 @@ impl CapturedOutput {
     }
 }
 
-/// Reads `pipe` line by line (lossily decoded) into `lines`, announcing each on `tx`.
+/// Reads `pipe` line by line (lossily decoded) into `lines`, announcing each on `tx`;
+/// with `ROLECALL_TEST_ECHO` set, also repeated on stderr (a spawned server's log).
 fn collect_lines(
     pipe: impl std::io::Read + Send + 'static,
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
@@ -552,6 +561,9 @@ fn collect_lines(
                         buf.pop();
                     }
                     let line = String::from_utf8_lossy(&buf).into_owned();
+                    if std::env::var_os("ROLECALL_TEST_ECHO").is_some() {
+                        eprintln!("SERVER| {line}");
+                    }
                     if let Some(tx) = &tx {
                         let _ = tx.send(line.clone());
                     }

@@ -180,7 +180,9 @@ fn start_https(data_dir: &Path, files: &CertFiles, ca_pem: &str) -> (Running, Ca
     };
     let port = port_of(&running);
     running.server.address = format!("https://127.0.0.1:{port}");
-    let connector = awc::Connector::new().rustls_0_23(trusting(ca_pem, rustls::ALL_VERSIONS));
+    let connector = awc::Connector::new()
+        .rustls_0_23(trusting(ca_pem, rustls::ALL_VERSIONS))
+        .conn_keep_alive(crate::helpers::CLIENT_KEEP_ALIVE);
     running.client = awc::Client::builder()
         .connector(connector)
         .timeout(Duration::from_secs(30))

@@ -47,9 +47,13 @@ impl Target {
 
     /// A client spreading its requests over `bases`: by `routes`, else in turn.
     pub fn spread(bases: Vec<String>, admin: String, routes: Routes, concurrency: usize) -> Self {
+        // An idle connection is not reused after 2 s: a server closes its
+        // own after 5 s (actix-web's default), and a request sent on one it
+        // is closing fails as a disconnect the burst would count as an error.
         let connector = awc::Connector::new()
             .limit(concurrency + 16)
-            .timeout(Duration::from_secs(10));
+            .timeout(Duration::from_secs(10))
+            .conn_keep_alive(Duration::from_secs(2));
         let client = awc::Client::builder()
             .connector(connector)
             .timeout(Duration::from_secs(30))
