@@ -539,3 +539,37 @@ async fn a_503_under_an_idempotency_key_is_not_kept_on_sled() {
     std::fs::remove_file(&filler).expect("filler removed");
     runs_once_back_then_replays(Duration::from_secs(30), keyed).await;
 }
+
+/// A write larger than sled's log takes in one piece (a decision with 64
+/// KiB in each of its two texts) goes to a blob file of its own. When the
+/// disk is full (here with the guard off) that write fails in a way sled
+/// cannot finish: its flushes wait forever (README, "Why a guard"). The
+/// request and those after it are still answered 503, at once, and
+/// `/readyz` says the store takes no writes.
+#[actix_web::test]
+async fn a_write_sled_cannot_finish_is_answered_503_and_so_are_those_after_it() {
+    let Some(fs) = SmallFilesystem::mount(12) else {
+        return;
+    };
+    let data = fs.path().join("data");
+    let env = settings("0");
+    let server = Running::start(&data, &env);
+    let (org, token) = server.org(ADMIN, "Blob").await;
+    let _filler = fs.fill_up();
+    let text = "x".repeat(64 * 1024);
+    let large = json!({"title": "large", "statement": text, "rationale": text});
+    let refused = server
+        .post(&format!("/organizations/{org}/decisions"), &token, large)
+        .await;
+    assert_unavailable(&refused, "the write sled cannot finish");
+    let small = server
+        .post(
+            &format!("/organizations/{org}/tasks"),
+            &token,
+            json!({"title": "small"}),
+        )
+        .await;
+    assert_unavailable(&small, "a small write after it");
+    let ready = server.get("/readyz", &token).await;
+    assert_eq!(ready.status, 503, "{}", ready.json());
+}

@@ -26,10 +26,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::answered::AnsweredScopes;
-use super::engine::Slot;
+use super::engine::{is_io_failure, Slot};
 use super::room::Room;
 use super::write::{commit_to, size_of, Op};
 use crate::storage::StoreError;
+use crate::telemetry::cause_chain;
 
 /// Why a flush failed: one cause shared by every writer of the round.
 type FlushFailure = Arc<dyn std::error::Error + Send + Sync>;
@@ -202,11 +203,25 @@ fn run_round(slot: &Slot, room: &Room, answered: &AnsweredScopes, round: Vec<Req
         }
     }
     let committed = commit_all(&engine.trees, answered, &commits);
-    let flushed = engine
-        .db
-        .flush()
-        .map(|_| ())
-        .map_err(|err| -> FlushFailure { Arc::new(err) });
+    // After an I/O failure of the engine no flush is asked for: sled may
+    // never finish one (a failed blob write keeps its log reservation:
+    // README, "Why a guard"), and the commit thread, with every writer
+    // queued behind it, would wait with it. The round's other writes are
+    // then unconfirmed, and the database goes out of service below.
+    let engine_failure = committed
+        .iter()
+        .filter_map(|result| result.as_ref().err())
+        .find(|err| is_io_failure(err));
+    let flushed = match engine_failure {
+        Some(failure) => Err(FlushFailure::from(
+            Box::<dyn std::error::Error + Send + Sync>::from(cause_chain(failure)),
+        )),
+        None => engine
+            .db
+            .flush()
+            .map(|_| ())
+            .map_err(|err| -> FlushFailure { Arc::new(err) }),
+    };
     drop(engine);
     match &flushed {
         Err(err) => slot.failed(&StoreError::Flush(err.clone())),
@@ -243,6 +258,18 @@ fn commit_all(
     match commit_to(trees, answered, together) {
         Ok(()) => commits.iter().map(|_| Ok(())).collect(),
         Err(err) if commits.len() == 1 => vec![Err(err)],
+        // The engine failed: committed one by one, the requests would meet
+        // it again, or wait on it. None of them was applied.
+        Err(err) if is_io_failure(&err) => {
+            let why = cause_chain(&err);
+            std::iter::once(Err(err))
+                .chain(
+                    commits[1..]
+                        .iter()
+                        .map(|_| Err(StoreError::Unavailable(why.clone()))),
+                )
+                .collect()
+        }
         Err(_) => commits
             .iter()
             .map(|(ops, _)| commit_to(trees, answered, ops.iter()))
