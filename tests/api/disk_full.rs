@@ -540,36 +540,84 @@ async fn a_503_under_an_idempotency_key_is_not_kept_on_sled() {
     runs_once_back_then_replays(Duration::from_secs(30), keyed).await;
 }
 
-/// A write larger than sled's log takes in one piece (a decision with 64
-/// KiB in each of its two texts) goes to a blob file of its own. When the
-/// disk is full (here with the guard off) that write fails in a way sled
-/// cannot finish: its flushes wait forever (README, "Why a guard"). The
-/// request and those after it are still answered 503, at once, and
-/// `/readyz` says the store takes no writes.
+/// Texts of 64 KiB each: a decision holding two is larger than sled's log
+/// takes in one piece, so it goes to a blob file of its own.
+fn blob_sized() -> String {
+    "x".repeat(64 * 1024)
+}
+
+/// A server on a small filesystem with the guard off, an organization and
+/// its owner's token; the filesystem is then filled to the last byte.
+async fn on_a_full_disk_without_the_guard() -> Option<(SmallFilesystem, Running, String, String)> {
+    let fs = SmallFilesystem::mount(12)?;
+    let data = fs.path().join("data");
+    let server = Running::start(&data, &settings("0"));
+    let (org, token) = server.org(ADMIN, "Blob").await;
+    Some((fs, server, org, token))
+}
+
+/// After a write sled cannot finish: a small write and `/readyz` answer
+/// 503 at once.
+async fn assert_out_of_service(server: &Running, org: &str, token: &str) {
+    let small = server
+        .post(
+            &format!("/organizations/{org}/tasks"),
+            token,
+            json!({"title": "small"}),
+        )
+        .await;
+    assert_unavailable(&small, "a small write after it");
+    let ready = server.get("/readyz", token).await;
+    assert_eq!(ready.status, 503, "{}", ready.json());
+}
+
+/// A write larger than sled's log takes in one piece goes to a blob file.
+/// When the disk is full (here with the guard off) that write fails in a
+/// way sled cannot finish: its flushes wait forever (README, "Why a
+/// guard"). The request, made on the commit thread, and those after it are
+/// still answered 503, at once, and `/readyz` says the store takes no
+/// writes.
 #[actix_web::test]
 async fn a_write_sled_cannot_finish_is_answered_503_and_so_are_those_after_it() {
-    let Some(fs) = SmallFilesystem::mount(12) else {
+    let Some((fs, server, org, token)) = on_a_full_disk_without_the_guard().await else {
         return;
     };
-    let data = fs.path().join("data");
-    let env = settings("0");
-    let server = Running::start(&data, &env);
-    let (org, token) = server.org(ADMIN, "Blob").await;
     let _filler = fs.fill_up();
-    let text = "x".repeat(64 * 1024);
+    let text = blob_sized();
     let large = json!({"title": "large", "statement": text, "rationale": text});
     let refused = server
         .post(&format!("/organizations/{org}/decisions"), &token, large)
         .await;
     assert_unavailable(&refused, "the write sled cannot finish");
-    let small = server
+    assert_out_of_service(&server, &org, &token).await;
+}
+
+/// The same for an update, whose transaction runs on its request's thread.
+#[actix_web::test]
+async fn an_update_sled_cannot_finish_is_answered_503_and_so_are_those_after_it() {
+    let Some((fs, server, org, token)) = on_a_full_disk_without_the_guard().await else {
+        return;
+    };
+    let decisions = format!("/organizations/{org}/decisions");
+    let created = server
         .post(
-            &format!("/organizations/{org}/tasks"),
+            &decisions,
             &token,
-            json!({"title": "small"}),
+            json!({"title": "small", "statement": "s"}),
+        )
+        .await
+        .expect(201)
+        .json();
+    let id = created["id"].as_str().expect("decision id").to_owned();
+    let _filler = fs.fill_up();
+    let text = blob_sized();
+    let refused = server
+        .patch(
+            &format!("{decisions}/{id}"),
+            &token,
+            json!({"statement": text, "rationale": text}),
         )
         .await;
-    assert_unavailable(&small, "a small write after it");
-    let ready = server.get("/readyz", &token).await;
-    assert_eq!(ready.status, 503, "{}", ready.json());
+    assert_unavailable(&refused, "the update sled cannot finish");
+    assert_out_of_service(&server, &org, &token).await;
 }
