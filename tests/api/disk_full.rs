@@ -548,10 +548,16 @@ fn blob_sized() -> String {
 
 /// A server on a small filesystem with the guard off, an organization and
 /// its owner's token; the filesystem is then filled to the last byte.
-async fn on_a_full_disk_without_the_guard() -> Option<(SmallFilesystem, Running, String, String)> {
+async fn on_a_full_disk_without_the_guard(
+    more: &[(&str, &str)],
+) -> Option<(SmallFilesystem, Running, String, String)> {
     let fs = SmallFilesystem::mount(12)?;
     let data = fs.path().join("data");
-    let server = Running::start(&data, &settings("0"));
+    let env: Vec<(&str, &str)> = settings("0")
+        .into_iter()
+        .chain(more.iter().copied())
+        .collect();
+    let server = Running::start(&data, &env);
     let (org, token) = server.org(ADMIN, "Blob").await;
     Some((fs, server, org, token))
 }
@@ -579,7 +585,7 @@ async fn assert_out_of_service(server: &Running, org: &str, token: &str) {
 /// writes.
 #[actix_web::test]
 async fn a_write_sled_cannot_finish_is_answered_503_and_so_are_those_after_it() {
-    let Some((fs, server, org, token)) = on_a_full_disk_without_the_guard().await else {
+    let Some((fs, server, org, token)) = on_a_full_disk_without_the_guard(&[]).await else {
         return;
     };
     let _filler = fs.fill_up();
@@ -595,7 +601,7 @@ async fn a_write_sled_cannot_finish_is_answered_503_and_so_are_those_after_it() 
 /// The same for an update, whose transaction runs on its request's thread.
 #[actix_web::test]
 async fn an_update_sled_cannot_finish_is_answered_503_and_so_are_those_after_it() {
-    let Some((fs, server, org, token)) = on_a_full_disk_without_the_guard().await else {
+    let Some((fs, server, org, token)) = on_a_full_disk_without_the_guard(&[]).await else {
         return;
     };
     let decisions = format!("/organizations/{org}/decisions");
@@ -619,5 +625,30 @@ async fn an_update_sled_cannot_finish_is_answered_503_and_so_are_those_after_it(
         )
         .await;
     assert_unavailable(&refused, "the update sled cannot finish");
+    assert_out_of_service(&server, &org, &token).await;
+}
+
+/// The same when other writes share the failed write's commit round (a
+/// long commit window gathers them): none of them is committed on its own
+/// on the failed database, and each answers 503, nothing changed.
+#[actix_web::test]
+async fn writes_sharing_a_round_with_a_write_sled_cannot_finish_are_not_made() {
+    let window = [("ROLECALL_STORAGE__GROUP_COMMIT_WINDOW_US", "500000")];
+    let Some((fs, server, org, token)) = on_a_full_disk_without_the_guard(&window).await else {
+        return;
+    };
+    // Another organization: each organization's writes go one at a time.
+    let (other, other_token) = server.org(ADMIN, "Beside").await;
+    let _filler = fs.fill_up();
+    let text = blob_sized();
+    let large = json!({"title": "large", "statement": text, "rationale": text});
+    let decisions = format!("/organizations/{org}/decisions");
+    let tasks = format!("/organizations/{other}/tasks");
+    let (refused, beside) = futures_util::join!(
+        server.post(&decisions, &token, large),
+        server.post(&tasks, &other_token, json!({"title": "beside"})),
+    );
+    assert_unavailable(&refused, "the write sled cannot finish");
+    assert_unavailable(&beside, "the write in its round");
     assert_out_of_service(&server, &org, &token).await;
 }
