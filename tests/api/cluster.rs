@@ -267,6 +267,15 @@ pub(crate) fn outbox_rows(url: &str, org: &str) -> i64 {
     )
 }
 
+/// How many workspace resources `org` has stored.
+pub(crate) fn resources_of(url: &str, org: &str) -> i64 {
+    scalar(
+        url,
+        "SELECT count(*) FROM resources WHERE organization_id = $1",
+        org,
+    )
+}
+
 /// The node holding `org`'s delivery lease now ("" when none does).
 pub(crate) fn lease_holder(url: &str, org: &str) -> String {
     scalar::<Option<uuid::Uuid>>(

@@ -1130,6 +1130,67 @@ async fn a_job_whose_commit_answer_was_lost_is_still_delivered() {
     .await;
 }
 
+/// Issue 30: a commit whose answer was lost with its connection, while
+/// PostgreSQL made it, is answered as made once the database answers
+/// again: the node finds the row only that commit wrote. The client gets
+/// its 201 (not 503 "may have been made", after which a client without an
+/// idempotency key would create the task twice), and the task and its
+/// event exist once.
+#[actix_web::test]
+async fn a_create_whose_commit_answer_was_lost_is_answered_201_once_it_is_found() {
+    let Some((app, proxy, (engine, dir))) =
+        behind_proxy("postgres::lost_answer_found", "2000").await
+    else {
+        return;
+    };
+    let url = url_of(&engine, &dir);
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
+    let stored_before = crate::cluster::resources_of(&url, &org.id);
+    proxy.mute_after(b"made, answer lost");
+    let tasks = org.path("/tasks");
+    let create = app.post(
+        &tasks,
+        &org.owner_token,
+        json!({"title": "made, answer lost"}),
+    );
+    let blip = async {
+        // PostgreSQL made the commit; its answer was dropped on the way.
+        eventually(Duration::from_secs(5), "the task stored", || async {
+            (crate::cluster::resources_of(&url, &org.id) > stored_before).then_some(())
+        })
+        .await;
+        // Then the connection breaks, and the database is reachable again.
+        proxy.cut();
+        proxy.restore();
+    };
+    let (created, ()) = futures_util::join!(create, blip);
+    let task = created.expect(201).json();
+    assert_eq!(task["title"], json!("made, answer lost"));
+    assert_eq!(
+        crate::cluster::resources_of(&url, &org.id),
+        stored_before + 1,
+        "one task made"
+    );
+    let id = task["id"].as_str().expect("an id").to_owned();
+    app.get(&org.path(&format!("/tasks/{id}")), &org.owner_token)
+        .await
+        .expect(200);
+    eventually(Duration::from_secs(5), "its event delivered", || async {
+        receiver
+            .received()
+            .iter()
+            .any(|r| r.title() == "made, answer lost")
+            .then_some(())
+    })
+    .await;
+    let deliveries = receiver
+        .received()
+        .iter()
+        .filter(|r| r.title() == "made, answer lost")
+        .count();
+    assert_eq!(deliveries, 1, "one event");
+}
+
 /// Issue 31: a keyed create's answer is committed with the create. When
 /// the commit's answer is lost (503, the change may have been made), the
 /// client's retry with its key gets the 201 of the create that landed,

@@ -2,13 +2,16 @@
 //! batch of writes is committed as one transaction of one statement.
 //!
 //! A batch the database refuses (a seed 2.4 guard) is committed again one
-//! writer at a time, so that a refused write fails its caller alone.
+//! writer at a time, so that a refused write fails its caller alone. A
+//! batch whose answer was lost is answered as committed once a row only it
+//! wrote is found ([`Marker`]).
 
 use tokio::sync::oneshot;
 
 use super::batch::statements;
 use super::batcher::{self, Queue};
 use super::connect::IoThread;
+use super::lost_commits::Marker;
 use super::transact::Database;
 use crate::domain::change::Write;
 use crate::secrets::SealingKey;
@@ -64,6 +67,10 @@ async fn commit_batch(database: &Database, key: Option<&SealingKey>, batch: Vec<
         Ok(statements) => database.transact(&statements).await,
         Err(err) => Err(err),
     };
+    let together = match together {
+        Err(StoreError::Unconfirmed(why)) => landed_after_all(database, &batch, why).await,
+        outcome => outcome,
+    };
     match together {
         Ok(()) => {
             for writer in batch {
@@ -80,6 +87,27 @@ async fn commit_batch(database: &Database, key: Option<&SealingKey>, batch: Vec<
             }
         }
         Err(err) => batcher::fail_all(batch.into_iter().map(|writer| writer.done), err),
+    }
+}
+
+/// A batch whose answer was lost: committed if a row only it wrote is
+/// stored once the database answers again (within the statement timeout),
+/// else still unconfirmed.
+async fn landed_after_all(
+    database: &Database,
+    batch: &[Pending],
+    why: String,
+) -> Result<(), StoreError> {
+    let marker = Marker::of(batch.iter().flat_map(|p| p.writes.iter()));
+    match marker {
+        Some(marker) if marker.landed(database, database.timeout).await == Some(true) => {
+            tracing::info!(
+                writers = batch.len(),
+                "a commit whose answer was lost had landed; its writers are answered as committed"
+            );
+            Ok(())
+        }
+        _ => Err(StoreError::Unconfirmed(why)),
     }
 }
 

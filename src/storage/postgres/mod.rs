@@ -22,6 +22,7 @@ mod idle_probe;
 mod import;
 mod leases;
 mod listener;
+mod lost_commits;
 mod lost_reads;
 pub mod migrate;
 mod passed_tests;
