@@ -1191,6 +1191,48 @@ async fn a_create_whose_commit_answer_was_lost_is_answered_201_once_it_is_found(
     assert_eq!(deliveries, 1, "one event");
 }
 
+/// Issue 30: the same when the commit's connection goes silent instead of
+/// breaking: the commit is made, its answer never comes, and the node gives
+/// up on it after the statement timeout. Another connection finds the task,
+/// and the create answers 201.
+#[actix_web::test]
+async fn a_create_whose_connection_went_silent_after_its_commit_is_answered_201() {
+    let Some((app, proxy, (engine, dir))) =
+        behind_proxy("postgres::silent_answer_found", "2000").await
+    else {
+        return;
+    };
+    let url = url_of(&engine, &dir);
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
+    proxy.mute_one_after(b"made, gone silent");
+    let created = app
+        .post(
+            &org.path("/tasks"),
+            &org.owner_token,
+            json!({"title": "made, gone silent"}),
+        )
+        .await
+        .expect(201)
+        .json();
+    assert!(proxy.muted_one(), "the commit's connection went silent");
+    assert_eq!(created["title"], json!("made, gone silent"));
+    let tasks = app
+        .get(&org.path("/tasks"), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1), "{tasks}");
+    assert_eq!(crate::cluster::resources_of(&url, &org.id), 1);
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    let events: Vec<String> = receiver
+        .received()
+        .iter()
+        .filter(|r| r.json()["event"] == json!("task.created"))
+        .map(|r| r.title())
+        .collect();
+    assert_eq!(events, ["made, gone silent"]);
+}
+
 /// Issue 31: a keyed create's answer is committed with the create. When
 /// the commit's answer is lost (503, the change may have been made), the
 /// client's retry with its key gets the 201 of the create that landed,
