@@ -276,6 +276,16 @@ pub(crate) fn resources_of(url: &str, org: &str) -> i64 {
     )
 }
 
+/// How many of `org`'s tasks are in progress, as stored.
+pub(crate) fn tasks_in_progress(url: &str, org: &str) -> i64 {
+    scalar(
+        url,
+        "SELECT count(*) FROM resources \
+         WHERE organization_id = $1 AND kind = 'task' AND data->>'status' = 'in-progress'",
+        org,
+    )
+}
+
 /// The node holding `org`'s delivery lease now ("" when none does).
 pub(crate) fn lease_holder(url: &str, org: &str) -> String {
     scalar::<Option<uuid::Uuid>>(

@@ -1233,6 +1233,57 @@ async fn a_create_whose_connection_went_silent_after_its_commit_is_answered_201(
     assert_eq!(events, ["made, gone silent"]);
 }
 
+/// Issue 30: the same for an update, which commits in a transaction of its
+/// own: a task's move whose answer was lost with its connection is answered
+/// 200 once the delivery of its event is found, and the event goes out once.
+#[actix_web::test]
+async fn an_update_whose_commit_answer_was_lost_is_answered_200_once_it_is_found() {
+    let Some((app, proxy, (engine, dir))) =
+        behind_proxy("postgres::lost_update_found", "2000").await
+    else {
+        return;
+    };
+    let url = url_of(&engine, &dir);
+    let (receiver, org) = subscribed(&app, &["task.created", "task.status_changed"]).await;
+    let task = app
+        .post(
+            &org.path("/tasks"),
+            &org.owner_token,
+            json!({"title": "moved"}),
+        )
+        .await
+        .expect(201)
+        .json();
+    receiver.wait_for(2, Duration::from_secs(5)).await;
+    let path = org.path(&format!("/tasks/{}", task["id"].as_str().expect("an id")));
+    // Only the move's commit carries the new status.
+    proxy.mute_after(b"in-progress");
+    let update = app.patch(&path, &org.owner_token, json!({"status": "in-progress"}));
+    let blip = async {
+        eventually(Duration::from_secs(5), "the move stored", || async {
+            (crate::cluster::tasks_in_progress(&url, &org.id) == 1).then_some(())
+        })
+        .await;
+        proxy.cut();
+        proxy.restore();
+    };
+    let (updated, ()) = futures_util::join!(update, blip);
+    assert_eq!(updated.expect(200).json()["status"], json!("in-progress"));
+    let moves = |received: Vec<crate::receiver::Received>| {
+        received
+            .iter()
+            .filter(|r| r.json()["event"] == json!("task.status_changed"))
+            .count()
+    };
+    eventually(
+        Duration::from_secs(5),
+        "the move's event delivered",
+        || async { (moves(receiver.received()) > 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(moves(receiver.received()), 1, "one event");
+}
+
 /// Issue 31: a keyed create's answer is committed with the create. When
 /// the commit's answer is lost (503, the change may have been made), the
 /// client's retry with its key gets the 201 of the create that landed,

@@ -4,14 +4,14 @@
 //! A batch the database refuses (a seed 2.4 guard) is committed again one
 //! writer at a time, so that a refused write fails its caller alone. A
 //! batch whose answer was lost is answered as committed once a row only it
-//! wrote is found ([`Marker`]).
+//! wrote is found ([`lost_commits`]).
 
 use tokio::sync::oneshot;
 
 use super::batch::statements;
 use super::batcher::{self, Queue};
 use super::connect::IoThread;
-use super::lost_commits::Marker;
+use super::lost_commits;
 use super::transact::Database;
 use crate::domain::change::Write;
 use crate::secrets::SealingKey;
@@ -68,7 +68,11 @@ async fn commit_batch(database: &Database, key: Option<&SealingKey>, batch: Vec<
         Err(err) => Err(err),
     };
     let together = match together {
-        Err(StoreError::Unconfirmed(why)) => landed_after_all(database, &batch, why).await,
+        Err(StoreError::Unconfirmed(_))
+            if lost_commits::made(database, batch.iter().flat_map(|p| p.writes.iter())).await =>
+        {
+            Ok(())
+        }
         outcome => outcome,
     };
     match together {
@@ -87,27 +91,6 @@ async fn commit_batch(database: &Database, key: Option<&SealingKey>, batch: Vec<
             }
         }
         Err(err) => batcher::fail_all(batch.into_iter().map(|writer| writer.done), err),
-    }
-}
-
-/// A batch whose answer was lost: committed if a row only it wrote is
-/// stored once the database answers again (within the statement timeout),
-/// else still unconfirmed.
-async fn landed_after_all(
-    database: &Database,
-    batch: &[Pending],
-    why: String,
-) -> Result<(), StoreError> {
-    let marker = Marker::of(batch.iter().flat_map(|p| p.writes.iter()));
-    match marker {
-        Some(marker) if marker.landed(database, database.timeout).await == Some(true) => {
-            tracing::info!(
-                writers = batch.len(),
-                "a commit whose answer was lost had landed; its writers are answered as committed"
-            );
-            Ok(())
-        }
-        _ => Err(StoreError::Unconfirmed(why)),
     }
 }
 

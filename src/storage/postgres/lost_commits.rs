@@ -2,7 +2,7 @@
 //! connection that broke before its answer came back may have been made:
 //! PostgreSQL runs what it received, and commits it, without noticing
 //! that the client left. When the batch wrote a row that did not exist
-//! before it (a new resource, audit record or user), that row, found
+//! before it (a new resource, audit record, user or delivery), that row, found
 //! once the database answers again, proves the whole transaction landed:
 //! its writers are answered as committed, instead of 503 "may have been
 //! made", and a client without an idempotency key does not make the
@@ -31,6 +31,9 @@ pub enum Marker {
     Audit(Uuid, Uuid),
     /// A new user.
     User(Uuid),
+    /// A new delivery: organization, delivery id. Its outbox row is
+    /// deleted once it is delivered, and its log record kept.
+    Job(Uuid, Uuid),
 }
 
 /// Pause between asks while the database does not answer.
@@ -44,6 +47,22 @@ const LOOKS_AGAIN: [Duration; 4] = [
     Duration::from_millis(400),
 ];
 
+/// Whether the commit of `writes`, whose answer was lost, is found made
+/// within the statement timeout.
+pub async fn made<'w>(database: &Database, writes: impl IntoIterator<Item = &'w Write>) -> bool {
+    let Some(marker) = Marker::of(writes) else {
+        return false;
+    };
+    let made = marker.landed(database, database.timeout).await == Some(true);
+    if made {
+        tracing::info!(
+            ?marker,
+            "a commit whose answer was lost was made; it is answered as made"
+        );
+    }
+    made
+}
+
 impl Marker {
     /// The first row of `writes` that did not exist before them, if any.
     pub fn of<'w>(writes: impl IntoIterator<Item = &'w Write>) -> Option<Marker> {
@@ -53,7 +72,9 @@ impl Marker {
             }
             Write::Audit(record) => Some(Marker::Audit(record.organization_id.0, record.id.0)),
             Write::PutUser(user) => Some(Marker::User(user.id.0)),
-            _ => None,
+            write => write
+                .new_job()
+                .map(|job| Marker::Job(job.organization_id.0, job.delivery_id.0)),
         })
     }
 
@@ -104,6 +125,18 @@ impl Marker {
             Marker::User(id) => {
                 database
                     .query(WHAT, "SELECT 1 FROM users WHERE id = $1", &[id])
+                    .await?
+            }
+            Marker::Job(org, delivery) => {
+                database
+                    .query(
+                        WHAT,
+                        "SELECT 1 WHERE EXISTS (SELECT 1 FROM outbox \
+                           WHERE organization_id = $1 AND delivery_id = $2) \
+                         OR EXISTS (SELECT 1 FROM delivery_log \
+                           WHERE organization_id = $1 AND delivery_id = $2)",
+                        &[org, delivery],
+                    )
                     .await?
             }
         };

@@ -212,6 +212,9 @@ impl PgStore {
         E: From<StoreError>,
     {
         let key = self.key.as_ref();
+        // What a commit whose answer was lost decided, to look for after
+        // its connection is dropped (see `lost_commits`).
+        let mut sent = None;
         let outcome = self
             .database
             .with("a resource update", async |client| {
@@ -236,8 +239,13 @@ impl PgStore {
                 match decide(current) {
                     Ok((writes, outcome)) => {
                         let statements = statements(writes.iter(), key)?;
-                        finish_transaction(client, &statements).await?;
-                        Ok(Ok((writes, outcome)))
+                        match finish_transaction(client, &statements).await {
+                            Ok(()) => Ok(Ok((writes, outcome))),
+                            Err(err) => {
+                                sent = Some((writes, outcome));
+                                Err(err)
+                            }
+                        }
                     }
                     Err(refused) => {
                         client.batch_execute("ROLLBACK").await.map_err(from_pg)?;
@@ -246,9 +254,18 @@ impl PgStore {
                 }
             })
             .await;
-        match outcome {
-            Ok(decided) => decided,
-            Err(err) => Err(E::from(err)),
+        match (outcome, sent) {
+            (Ok(decided), _) => decided,
+            // Its connection broke after the commit was sent: made if a
+            // row only it wrote is found.
+            (Err(StoreError::Unconfirmed(why)), Some((writes, outcome))) => {
+                if lost_commits::made(&self.database, &writes).await {
+                    Ok((writes, outcome))
+                } else {
+                    Err(E::from(StoreError::Unconfirmed(why)))
+                }
+            }
+            (Err(err), _) => Err(E::from(err)),
         }
     }
 
