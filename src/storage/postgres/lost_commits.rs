@@ -79,25 +79,26 @@ impl Marker {
     }
 
     /// Whether the row is stored: `Some(true)` proves its commit landed;
-    /// `None` when the database gave no answer within `within`.
+    /// `None` when the database gave no answer within `within`. Each look
+    /// runs to its own end (a connection whose look failed or timed out is
+    /// dropped, never handed back mid-round), and none starts after
+    /// `within`.
     pub async fn landed(&self, database: &Database, within: Duration) -> Option<bool> {
-        let asking = async {
-            let mut again = LOOKS_AGAIN.iter();
-            loop {
-                match self.look(database).await {
-                    Ok(true) => return Some(true),
-                    Ok(false) => match again.next() {
-                        Some(pause) => tokio::time::sleep(*pause).await,
-                        None => return Some(false),
-                    },
-                    Err(StoreError::Unavailable(_) | StoreError::Unconfirmed(_)) => {
-                        tokio::time::sleep(PAUSE).await;
-                    }
-                    Err(_) => return None,
-                }
-            }
-        };
-        tokio::time::timeout(within, asking).await.ok().flatten()
+        let deadline = tokio::time::Instant::now() + within;
+        let mut again = LOOKS_AGAIN.iter();
+        while tokio::time::Instant::now() < deadline {
+            let pause = match self.look(database).await {
+                Ok(true) => return Some(true),
+                Ok(false) => match again.next() {
+                    Some(pause) => *pause,
+                    None => return Some(false),
+                },
+                Err(StoreError::Unavailable(_) | StoreError::Unconfirmed(_)) => PAUSE,
+                Err(_) => return None,
+            };
+            tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
+        }
+        None
     }
 
     async fn look(&self, database: &Database) -> Result<bool, StoreError> {
@@ -148,6 +149,7 @@ impl Marker {
 mod tests {
     use super::*;
     use crate::domain::audit::AuditRecord;
+    use crate::domain::delivery::Job;
     use crate::domain::user::User;
     use crate::ids::{AuditId, DeliveryId, OrgId, UserId};
     use crate::time::Timestamp;
@@ -191,6 +193,30 @@ mod tests {
         assert_eq!(
             Marker::of(&[Write::PutUser(user.clone())]),
             Some(Marker::User(user.id.0))
+        );
+        let job = Job {
+            delivery_id: DeliveryId::generate(),
+            organization_id: org,
+            event: "task.created".into(),
+            body: b"{}".to_vec(),
+            attempts_made: 0,
+            due_at: Timestamp::now(),
+            created_at: Timestamp::now(),
+            held_under: None,
+            holder_told: None,
+        };
+        let retry = Job {
+            attempts_made: 1,
+            ..job.clone()
+        };
+        assert_eq!(
+            Marker::of(&[Write::RetryJob(retry.clone()), Write::PutJob(retry)]),
+            None,
+            "a retry's row was there before"
+        );
+        assert_eq!(
+            Marker::of(&[Write::PutJob(job.clone())]),
+            Some(Marker::Job(org.0, job.delivery_id.0))
         );
     }
 }
