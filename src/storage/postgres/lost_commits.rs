@@ -1,12 +1,12 @@
 //! Whether a commit whose answer was lost landed. A commit sent on a
 //! connection that broke before its answer came back may have been made:
 //! PostgreSQL runs what it received, and commits it, without noticing
-//! that the client left. When the batch wrote a row that did not exist
-//! before it (a new resource, audit record, user or delivery), that row, found
-//! once the database answers again, proves the whole transaction landed:
-//! its writers are answered as committed, instead of 503 "may have been
-//! made", and a client without an idempotency key does not make the
-//! change twice by trying again.
+//! that the client left. When the transaction wrote a row that did not
+//! exist before it (a new resource, audit record, user or delivery), that
+//! row, found once the database answers again, proves the whole
+//! transaction landed: its writers are answered as committed, instead of
+//! 503 "may have been made", and a client without an idempotency key does
+//! not make the change twice by trying again.
 //!
 //! A row not found proves nothing: the broken connection's transaction
 //! may still be running (PostgreSQL finishes the statement it received

@@ -349,9 +349,9 @@ pub async fn burst(
 
 /// One client thread's share of a burst: `concurrency` loops taking the
 /// next event number from `next` until the plan is done. Answers the ids of
-/// the healthy orgs' created tasks with when each was first sent, the errors, how long each creation
-/// took (ms; a keyed one's retries included), and how many keyed retries
-/// were sent.
+/// the healthy orgs' created tasks with when each was first sent, the
+/// errors, how long each creation took (ms; a keyed one's retries
+/// included), and how many keyed retries were sent.
 async fn create_loops(
     target: &Target,
     fixture: &Fixture,
