@@ -29,10 +29,13 @@ impl Engine {
     /// with a printed reason) when they do not.
     pub fn postgres(test: &str) -> Option<Engine> {
         match std::env::var("ROLECALL_TEST_POSTGRES_URL") {
-            Ok(url) if !url.trim().is_empty() => Some(Engine::Postgres(Arc::new(Databases {
-                admin_url: url,
-                made: Mutex::new(HashMap::new()),
-            }))),
+            Ok(url) if !url.trim().is_empty() => {
+                sweep_old_databases(&url);
+                Some(Engine::Postgres(Arc::new(Databases {
+                    admin_url: url,
+                    made: Mutex::new(HashMap::new()),
+                })))
+            }
             _ => {
                 assert!(
                     std::env::var("ROLECALL_REQUIRE_POSTGRES").as_deref() != Ok("1"),
@@ -96,27 +99,98 @@ impl Databases {
 
 impl Drop for Databases {
     /// Drops the test's databases, unless `ROLECALL_TEST_KEEP_DATABASES=1`
-    /// keeps them to look into.
+    /// keeps them to look into; and tries again those an earlier drop left.
     fn drop(&mut self) {
         if std::env::var("ROLECALL_TEST_KEEP_DATABASES").as_deref() == Ok("1") {
             return;
         }
         let made = self.made.lock().map(|m| m.clone()).unwrap_or_default();
-        for name in made.values() {
-            let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-            // Another test creating or dropping a database at the same
-            // moment can make this fail once; a leftover is only untidy.
-            let mut tries = 0;
-            while let Err(err) = try_admin(&self.admin_url, sql.clone()) {
-                tries += 1;
-                if tries == 5 {
-                    eprintln!("{sql}: {err}; the database is left behind");
-                    break;
+        let mut names: Vec<String> = made.into_values().collect();
+        names.extend(
+            LEFT_BEHIND
+                .lock()
+                .map(|mut left| std::mem::take(&mut *left))
+                .unwrap_or_default(),
+        );
+        for name in names {
+            if let Err(err) = drop_database(&self.admin_url, &name) {
+                eprintln!("DROP DATABASE {name}: {err}; left for a later drop");
+                if let Ok(mut left) = LEFT_BEHIND.lock() {
+                    left.push(name);
                 }
-                std::thread::sleep(std::time::Duration::from_millis(200));
             }
         }
     }
+}
+
+/// Databases a drop gave up on, tried again by the next test's drop.
+static LEFT_BEHIND: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// How long a drop waits. `DROP DATABASE` waits until every backend of
+/// the cluster accepts a barrier, and one still authenticating accepts it
+/// only at its `authentication_timeout` (60 s): a connection a node of
+/// this test opened as the test ended, whose client runs on the runtime
+/// that this very drop blocks.
+const DROP_WAIT: &str = "5s";
+
+/// Drops the database `name`, or answers why not.
+fn drop_database(admin_url: &str, name: &str) -> Result<(), String> {
+    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+    for tries in 1.. {
+        let sql = sql.clone();
+        let dropped = on_database(admin_url, |client| async move {
+            client
+                .batch_execute(&format!("SET statement_timeout = '{DROP_WAIT}'"))
+                .await
+                .map_err(|err| describe(&err))?;
+            client
+                .batch_execute(&sql)
+                .await
+                .map_err(|err| describe(&err))
+        });
+        match dropped {
+            Ok(()) => return Ok(()),
+            // Past the wait: trying again at once would wait as long.
+            Err(err) if tries == 5 || err.contains("57014") => return Err(err),
+            // Another test creating or dropping a database at the same
+            // moment can make it fail once.
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Drops the test databases earlier runs left (made over two hours ago,
+/// as their names' UUIDv7 say), once per run.
+fn sweep_old_databases(admin_url: &str) {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        let names = on_database(admin_url, |client| async move {
+            let rows = client
+                .query(
+                    "SELECT datname::text FROM pg_database WHERE datname LIKE 'rc\\_test\\_%'",
+                    &[],
+                )
+                .await
+                .map_err(|err| describe(&err))?;
+            Ok::<_, String>(
+                rows.iter()
+                    .map(|row| row.get::<_, String>(0))
+                    .collect::<Vec<_>>(),
+            )
+        });
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        for name in names.unwrap_or_default() {
+            let made_ms = name
+                .strip_prefix("rc_test_")
+                .and_then(|id| u128::from_str_radix(id.get(..12)?, 16).ok());
+            if made_ms.is_some_and(|made| made + 2 * 3_600_000 < now_ms) {
+                let _ = drop_database(admin_url, &name);
+            }
+        }
+    });
 }
 
 /// Runs `work` with a client of `url`, on a thread of its own (callers
