@@ -173,6 +173,11 @@ struct Faults {
     mute_one_after: Mutex<Option<Vec<u8>>>,
     /// How many connections were muted so.
     muted_ones: AtomicUsize,
+    /// Hold up what the one connection whose client sends these bytes
+    /// sends, for this long, then let it through (once).
+    hold_one_after: Mutex<Option<(Vec<u8>, Duration)>>,
+    /// How many holds began.
+    holds: AtomicUsize,
     /// Cut once a client is about to send these bytes (they are dropped).
     cut_before: Mutex<Option<Vec<u8>>>,
     /// Which connection becomes a ghost (until restored; the ghost stays).
@@ -211,6 +216,17 @@ impl Faults {
         for connection in self.connections.lock().expect("tracked").drain(..) {
             connection.abort();
         }
+    }
+
+    /// How long to hold up `bytes` a client sends, if they are the ones to.
+    fn holding(&self, bytes: &[u8]) -> Option<Duration> {
+        let mut hold = self.hold_one_after.lock().expect("pattern");
+        let (pattern, how_long) = hold.as_ref()?;
+        find(bytes, pattern)?;
+        let how_long = *how_long;
+        *hold = None;
+        self.holds.fetch_add(1, Ordering::SeqCst);
+        Some(how_long)
     }
 
     /// A client sends `bytes`, on a connection muted by `muted_here` and
@@ -358,6 +374,18 @@ impl Proxy {
         self.faults.muted_ones.load(Ordering::SeqCst) > 0
     }
 
+    /// What the one connection whose client next sends `bytes` sends is
+    /// held up for `how_long`, then let through, as a network that delays
+    /// a segment does (the others go on).
+    fn hold_one_after(&self, bytes: &[u8], how_long: Duration) {
+        *self.faults.hold_one_after.lock().expect("pattern") = Some((bytes.to_vec(), how_long));
+    }
+
+    /// How many holds began.
+    fn holds(&self) -> usize {
+        self.faults.holds.load(Ordering::SeqCst)
+    }
+
     /// Every connection open now answers nothing more, silently: no error,
     /// no close. Connections made later are not muted.
     fn mute_open(&self) {
@@ -417,6 +445,14 @@ async fn relay(client: TcpStream, server: TcpStream, faults: Arc<Faults>) {
             let Some((passed, ghosted)) = faults.sending(&buffer[..n], &muted_here, &armed) else {
                 return;
             };
+            if let Some(hold) = faults.holding(&buffer[..passed]) {
+                // Unless the server's side closed meanwhile, ending the relay.
+                tokio::time::sleep(hold).await;
+                if server_writes.write_all(&buffer[..passed]).await.is_err() {
+                    return;
+                }
+                continue;
+            }
             if server_writes.write_all(&buffer[..passed]).await.is_err() {
                 return;
             }
@@ -1217,6 +1253,52 @@ async fn a_create_whose_connection_went_silent_after_its_commit_is_answered_201(
     assert_eq!(
         created(&receiver, 1, Duration::from_secs(5)).await,
         ["made, gone silent"]
+    );
+}
+
+/// Issue 30: a commit held up on the way, past the statement timeout,
+/// then delivered, as a network that delays a segment does. Before, the
+/// node answered 503 "may have been made", and the bytes, let through
+/// later, made the task: a client that tried again made it twice. Now the
+/// node ends the server process of the connection that went silent, finds
+/// nothing made, and commits again on another connection: 201, and the
+/// held bytes, let through after, change nothing.
+#[actix_web::test]
+async fn a_create_whose_commit_is_held_up_on_the_way_is_ended_and_made_once() {
+    let Some((app, proxy, (engine, dir))) = behind_proxy("postgres::held_commit", "2000").await
+    else {
+        return;
+    };
+    let url = url_of(&engine, &dir);
+    let (receiver, org) = subscribed(&app, &["task.created"]).await;
+    let hold = Duration::from_secs(4);
+    proxy.hold_one_after(b"held up on the way", hold);
+    let sent = std::time::Instant::now();
+    let task = app
+        .post(
+            &org.path("/tasks"),
+            &org.owner_token,
+            json!({"title": "held up on the way"}),
+        )
+        .await
+        .expect(201)
+        .json();
+    assert_eq!(task["title"], json!("held up on the way"));
+    assert_eq!(proxy.holds(), 1, "the commit was held up");
+    // Past the moment the held bytes would have landed.
+    let past = (sent + hold + Duration::from_millis(500))
+        .saturating_duration_since(std::time::Instant::now());
+    actix_web::rt::time::sleep(past).await;
+    assert_eq!(crate::cluster::resources_of(&url, &org.id), 1, "one task");
+    let tasks = app
+        .get(&org.path("/tasks"), &org.owner_token)
+        .await
+        .expect(200)
+        .json();
+    assert_eq!(tasks["items"][0]["id"], task["id"], "{tasks}");
+    assert_eq!(
+        created(&receiver, 1, Duration::from_secs(5)).await,
+        ["held up on the way"]
     );
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 
+use super::backends::Backends;
 use super::error::SettingsError;
 use super::tls::Tls;
 use crate::storage::StoreError;
@@ -299,14 +300,16 @@ fn with_session(
 }
 
 /// A pool of `size` connections for `share`, made by `connector`, whose
-/// I/O runs on `io`. One that sat unused is asked for an answer before it
-/// is handed out ([`super::idle_probe`]).
+/// I/O runs on `io`. Each new one tells `backends` its server process; one
+/// that sat unused is asked for an answer before it is handed out
+/// ([`super::idle_probe`]).
 pub fn pool(
     settings: &Settings,
     size: usize,
     share: Share,
     connector: &Connector,
     io: Arc<IoThread>,
+    backends: &Arc<Backends>,
 ) -> Result<Pool, StoreError> {
     let connect = OnIoThread {
         tls: connector.tls.clone(),
@@ -329,6 +332,7 @@ pub fn pool(
         .wait_timeout(Some(settings.connect_timeout))
         .create_timeout(Some(settings.connect_timeout))
         .recycle_timeout(Some(settings.connect_timeout))
+        .post_create(backends.hook(super::idle_probe::answer_within(settings.statement_timeout)))
         .pre_recycle(super::idle_probe::hook(settings.statement_timeout))
         .build()
         .map_err(|err| StoreError::Config(err.to_string()))

@@ -4,7 +4,8 @@
 //! A batch the database refuses (a seed 2.4 guard) is committed again one
 //! writer at a time, so that a refused write fails its caller alone. A
 //! batch whose answer was lost is answered as committed once a row only it
-//! wrote is found ([`lost_commits`]).
+//! wrote is found, and runs again when it surely was not made
+//! ([`lost_commits`]).
 
 use tokio::sync::oneshot;
 
@@ -63,17 +64,13 @@ impl GroupCommit {
 }
 
 async fn commit_batch(database: &Database, key: Option<&SealingKey>, batch: Vec<Pending>) {
-    let together = match statements(batch.iter().flat_map(|p| p.writes.iter()), key) {
-        Ok(statements) => database.transact(&statements).await,
-        Err(err) => Err(err),
-    };
-    let together = match together {
-        Err(StoreError::Unconfirmed(_))
-            if lost_commits::made(database, batch.iter().flat_map(|p| p.writes.iter())).await =>
-        {
-            Ok(())
+    let writes = || batch.iter().flat_map(|p| p.writes.iter());
+    let together = match statements(writes(), key) {
+        Ok(statements) => {
+            let marker = lost_commits::Marker::of(writes());
+            lost_commits::commit(database, &statements, marker.as_ref()).await
         }
-        outcome => outcome,
+        Err(err) => Err(err),
     };
     match together {
         Ok(()) => {

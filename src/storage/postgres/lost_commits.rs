@@ -1,26 +1,106 @@
-//! Whether a commit whose answer was lost landed. A commit sent on a
-//! connection that broke before its answer came back may have been made:
-//! PostgreSQL runs what it received, and commits it, without noticing
-//! that the client left. When the transaction wrote a row that did not
-//! exist before it (a new resource, audit record, user or delivery), that
-//! row, found once the database answers again, proves the whole
-//! transaction landed: its writers are answered as committed, instead of
-//! 503 "may have been made", and a client without an idempotency key does
-//! not make the change twice by trying again.
-//!
-//! A row not found proves nothing: the broken connection's transaction
-//! may still be running (PostgreSQL finishes the statement it received
-//! before it reads the closed socket). It is looked for again a few times,
-//! over most of a second, for a commit waiting for its flush; not found
-//! then, the answer stays "may have been made".
+//! What became of a commit whose answer was lost. A commit sent on a
+//! connection that broke, or went silent, before its answer came back may
+//! have been made: PostgreSQL runs what it received, and commits it,
+//! without noticing that the client left; bytes delayed on the way may even
+//! reach it later. When the transaction wrote a row that did not exist
+//! before it (a new resource, audit record, user or delivery), that row
+//! tells:
+//! - found, the whole transaction landed: its writers are answered as
+//!   committed, instead of 503 "may have been made", and a client without
+//!   an idempotency key does not make the change twice by trying again;
+//! - not found, nothing proves it will not land later, while its server
+//!   process lives. So that process is ended first ([`super::backends`]):
+//!   once it is gone its transaction is over, and a row not found then was
+//!   never written. The commit runs again, once, on another connection.
+//! - When the process cannot be ended (its connection was made before it
+//!   told, or the database does not answer), the row is looked for again a
+//!   few times over most of a second, for a commit waiting for its flush;
+//!   not found then, the answer stays "may have been made".
 
 use std::time::Duration;
 
+use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::transact::Database;
+use super::backends::Backend;
+use super::batch::Statement;
+use super::transact::{Database, Failed};
 use crate::domain::change::Write;
 use crate::storage::StoreError;
+
+/// What became of a commit whose answer was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// It landed.
+    Made,
+    /// Its server process is gone and it did not land: it never will.
+    NotMade,
+    /// Not known.
+    Unknown,
+}
+
+/// Commits `statements`, whose writes add `marker`'s row ([`Marker::of`]):
+/// when the answer is lost, answered as committed once found made, run
+/// once more when it surely was not, and [`StoreError::Unconfirmed`] when
+/// that is not known.
+pub async fn commit(
+    database: &Database,
+    statements: &[Statement],
+    marker: Option<&Marker>,
+) -> Result<(), StoreError> {
+    for run in 1.. {
+        let Err(failed) = database.transact_traced(statements).await else {
+            return Ok(());
+        };
+        let Failed {
+            error: StoreError::Unconfirmed(why),
+            backend,
+        } = failed
+        else {
+            return Err(failed.error);
+        };
+        match settle(database, marker, backend).await {
+            Settled::Made => return Ok(()),
+            Settled::NotMade if run == 1 => {}
+            Settled::NotMade => return Err(not_made(&why)),
+            Settled::Unknown => return Err(StoreError::Unconfirmed(why)),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// The error of a commit whose answer was lost twice, each time ended
+/// before it committed: nothing was changed.
+pub fn not_made(why: &str) -> StoreError {
+    StoreError::Unavailable(format!(
+        "{why}; its transaction was ended before it committed, so nothing was changed"
+    ))
+}
+
+/// What became of a commit whose answer was lost, which added `marker`'s
+/// row, run by `backend` if known: settled within the statement timeout.
+pub async fn settle(
+    database: &Database,
+    marker: Option<&Marker>,
+    backend: Option<Backend>,
+) -> Settled {
+    let Some(marker) = marker else {
+        return Settled::Unknown;
+    };
+    let settled = marker.settle(database, backend).await;
+    match settled {
+        Settled::Made => tracing::info!(
+            ?marker,
+            "a commit whose answer was lost was made; it is answered as made"
+        ),
+        Settled::NotMade => tracing::info!(
+            ?marker,
+            "a commit whose answer was lost was ended before it committed; nothing was changed"
+        ),
+        Settled::Unknown => {}
+    }
+    settled
+}
 
 /// A row only the lost commit could have written.
 #[derive(Debug, PartialEq, Eq)]
@@ -47,22 +127,6 @@ const LOOKS_AGAIN: [Duration; 4] = [
     Duration::from_millis(400),
 ];
 
-/// Whether the commit of `writes`, whose answer was lost, is found made
-/// within the statement timeout.
-pub async fn made<'w>(database: &Database, writes: impl IntoIterator<Item = &'w Write>) -> bool {
-    let Some(marker) = Marker::of(writes) else {
-        return false;
-    };
-    let made = marker.landed(database, database.timeout).await == Some(true);
-    if made {
-        tracing::info!(
-            ?marker,
-            "a commit whose answer was lost was made; it is answered as made"
-        );
-    }
-    made
-}
-
 impl Marker {
     /// The first row of `writes` that did not exist before them, if any.
     pub fn of<'w>(writes: impl IntoIterator<Item = &'w Write>) -> Option<Marker> {
@@ -78,15 +142,42 @@ impl Marker {
         })
     }
 
+    /// What became of its commit, run by `backend` if known: looked for;
+    /// if not found, its server process ended, then looked for once more;
+    /// without that, looked for again a few times ([`Marker::landed`]).
+    async fn settle(&self, database: &Database, backend: Option<Backend>) -> Settled {
+        let deadline = Instant::now() + database.timeout;
+        if let Some(backend) = backend {
+            match self.look(database).await {
+                Ok(true) => return Settled::Made,
+                Ok(false) if ended(database, backend, deadline).await => {
+                    return match self.look(database).await {
+                        Ok(true) => Settled::Made,
+                        Ok(false) => Settled::NotMade,
+                        Err(_) => Settled::Unknown,
+                    };
+                }
+                _ => {}
+            }
+        }
+        match self
+            .landed(database, deadline.saturating_duration_since(Instant::now()))
+            .await
+        {
+            Some(true) => Settled::Made,
+            _ => Settled::Unknown,
+        }
+    }
+
     /// Whether the row is stored: `Some(true)` proves its commit landed;
     /// `None` when the database gave no answer within `within`. Each look
     /// runs to its own end (a connection whose look failed or timed out is
     /// dropped, never handed back mid-round), and none starts after
     /// `within`.
     pub async fn landed(&self, database: &Database, within: Duration) -> Option<bool> {
-        let deadline = tokio::time::Instant::now() + within;
+        let deadline = Instant::now() + within;
         let mut again = LOOKS_AGAIN.iter();
-        while tokio::time::Instant::now() < deadline {
+        while Instant::now() < deadline {
             let pause = match self.look(database).await {
                 Ok(true) => return Some(true),
                 Ok(false) => match again.next() {
@@ -96,13 +187,12 @@ impl Marker {
                 Err(StoreError::Unavailable(_) | StoreError::Unconfirmed(_)) => PAUSE,
                 Err(_) => return None,
             };
-            tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
+            tokio::time::sleep_until(deadline.min(Instant::now() + pause)).await;
         }
         None
     }
 
     async fn look(&self, database: &Database) -> Result<bool, StoreError> {
-        const WHAT: &str = "the check of a commit whose answer was lost";
         let rows = match self {
             Marker::Resource(org, kind, id) => {
                 database
@@ -143,6 +233,48 @@ impl Marker {
         };
         Ok(!rows.is_empty())
     }
+}
+
+/// What the statements of this module are, in errors.
+const WHAT: &str = "the check of a commit whose answer was lost";
+
+/// Pause between looks at whether an ended server process is gone.
+const GONE_YET: Duration = Duration::from_millis(10);
+
+/// Ends the server process `backend` and waits until it is gone, until
+/// `deadline` at most: whether it is gone. It is gone once it has left
+/// `pg_stat_activity`, after its transaction ended (committed, or rolled
+/// back when it had not). A process still committing, its commit record
+/// waiting for its flush, finishes the commit first.
+async fn ended(database: &Database, backend: Backend, deadline: Instant) -> bool {
+    let (pid, started) = (&backend.pid, &backend.started);
+    let end = database
+        .query(
+            WHAT,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE pid = $1 AND backend_start = $2",
+            &[pid, started],
+        )
+        .await;
+    if let Err(err) = end {
+        tracing::info!(error = %err, "the server process of a commit whose answer was lost could not be ended");
+        return false;
+    }
+    while Instant::now() < deadline {
+        let there = database
+            .query(
+                WHAT,
+                "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2",
+                &[pid, started],
+            )
+            .await;
+        match there {
+            Ok(rows) if rows.is_empty() => return true,
+            Ok(_) => tokio::time::sleep_until(deadline.min(Instant::now() + GONE_YET)).await,
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 #[cfg(test)]

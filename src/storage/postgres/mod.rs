@@ -8,6 +8,7 @@
 //! ([`batch`]). A commit is durable when PostgreSQL answers it, so there
 //! is no separate flush to wait for.
 
+mod backends;
 mod batch;
 mod batcher;
 mod channels;
@@ -44,7 +45,8 @@ use batch::statements;
 use connect::Share;
 use error::from_pg;
 use group_commit::GroupCommit;
-use transact::{finish_transaction, prepared, Database};
+use lost_commits::Settled;
+use transact::{finish_transaction, prepared, Database, Failed};
 
 pub use batch::{JOB_DELETES_SQL, RETRIES_SQL};
 pub use checks::SQL as CHECK_SQL;
@@ -125,26 +127,14 @@ impl PgStore {
     async fn connect(settings: &Settings, key: Option<SealingKey>) -> Result<Self, StoreError> {
         let io = Arc::new(connect::io_thread()?);
         let connector = Arc::new(connect::Connector::new(settings)?);
-        let database = Database {
-            pool: connect::pool(
-                settings,
-                settings.pool,
-                Share::Requests,
-                &connector,
-                io.clone(),
-            )?,
-            timeout: settings.statement_timeout,
-        };
-        let background = Database {
-            pool: connect::pool(
-                settings,
-                settings.background_pool,
-                Share::Background,
-                &connector,
-                io.clone(),
-            )?,
-            timeout: settings.statement_timeout,
-        };
+        let database = Database::new(settings, settings.pool, Share::Requests, &connector, &io)?;
+        let background = Database::new(
+            settings,
+            settings.background_pool,
+            Share::Background,
+            &connector,
+            &io,
+        )?;
         {
             let client = database.connection().await?;
             let mut schema = deadpool_postgres::Object::take(client);
@@ -175,7 +165,14 @@ impl PgStore {
     pub async fn migrate(settings: &Settings) -> Result<Migrated, StoreError> {
         let io = Arc::new(connect::io_thread()?);
         let connector = connect::Connector::new(settings)?;
-        let pool = connect::pool(settings, 1, Share::Requests, &connector, io)?;
+        let pool = connect::pool(
+            settings,
+            1,
+            Share::Requests,
+            &connector,
+            io,
+            &Arc::default(),
+        )?;
         let client = pool.get().await.map_err(error::from_pool)?;
         let mut schema = deadpool_postgres::Object::take(client);
         migrate::migrate(&mut schema).await
@@ -212,61 +209,75 @@ impl PgStore {
         E: From<StoreError>,
     {
         let key = self.key.as_ref();
-        // What a commit whose answer was lost decided, to look for after
-        // its connection is dropped (see `lost_commits`).
-        let mut sent = None;
-        let outcome = self
-            .database
-            .with("a resource update", async |client| {
-                let select = prepared(
-                    client,
-                    "SELECT data::text AS data FROM resources \
-                     WHERE organization_id = $1 AND kind = $2 AND id = $3 FOR UPDATE",
-                )
-                .await?;
-                let kind = T::KIND.name();
-                let begin = client.batch_execute("BEGIN");
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-                    [&org.0, &kind, &id.0];
-                let read = client.query(&select, &params);
-                let (begun, read) = futures_util::join!(begin, read);
-                begun.map_err(from_pg)?;
-                let current = read
-                    .map_err(from_pg)?
-                    .first()
-                    .map(rows::resource::<T>)
-                    .transpose()?;
-                match decide(current) {
-                    Ok((writes, outcome)) => {
-                        let statements = statements(writes.iter(), key)?;
-                        match finish_transaction(client, &statements).await {
-                            Ok(()) => Ok(Ok((writes, outcome))),
-                            Err(err) => {
-                                sent = Some((writes, outcome));
-                                Err(err)
-                            }
+        for run in 1.. {
+            // What the commit decided, once it was sent, and the row that
+            // proves it landed, to look for if its answer is lost.
+            let mut sent = None;
+            let outcome = self
+                .database
+                .with_traced("a resource update", async |client| {
+                    let select = prepared(
+                        client,
+                        "SELECT data::text AS data FROM resources \
+                         WHERE organization_id = $1 AND kind = $2 AND id = $3 FOR UPDATE",
+                    )
+                    .await?;
+                    let kind = T::KIND.name();
+                    let begin = client.batch_execute("BEGIN");
+                    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                        [&org.0, &kind, &id.0];
+                    let read = client.query(&select, &params);
+                    let (begun, read) = futures_util::join!(begin, read);
+                    begun.map_err(from_pg)?;
+                    let current = read
+                        .map_err(from_pg)?
+                        .first()
+                        .map(rows::resource::<T>)
+                        .transpose()?;
+                    match decide(current) {
+                        Ok((writes, outcome)) => {
+                            let statements = statements(writes.iter(), key)?;
+                            let marker = lost_commits::Marker::of(&writes);
+                            sent = Some((writes, outcome, marker));
+                            finish_transaction(client, &statements).await?;
+                            Ok(None)
+                        }
+                        Err(refused) => {
+                            client.batch_execute("ROLLBACK").await.map_err(from_pg)?;
+                            Ok(Some(refused))
                         }
                     }
-                    Err(refused) => {
-                        client.batch_execute("ROLLBACK").await.map_err(from_pg)?;
-                        Ok(Err(refused))
-                    }
+                })
+                .await;
+            let (failed, (writes, outcome, marker)) = match (outcome, sent) {
+                (Ok(Some(refused)), _) => return Err(refused),
+                (Ok(None), Some((writes, outcome, _))) => return Ok((writes, outcome)),
+                // Sent, and no answer of the server's: the commit may have
+                // been made (a timeout, or a connection that broke).
+                (
+                    Err(Failed {
+                        error: StoreError::Unconfirmed(why) | StoreError::Unavailable(why),
+                        backend,
+                    }),
+                    Some(decided),
+                ) => ((why, backend), decided),
+                (Err(failed), _) => return Err(E::from(failed.error)),
+                (Ok(None), None) => {
+                    return Err(E::from(StoreError::Unconfirmed(
+                        "a resource update committed without a decision".into(),
+                    )))
                 }
-            })
-            .await;
-        match (outcome, sent) {
-            (Ok(decided), _) => decided,
-            // Its connection broke after the commit was sent: made if a
-            // row only it wrote is found.
-            (Err(StoreError::Unconfirmed(why)), Some((writes, outcome))) => {
-                if lost_commits::made(&self.database, &writes).await {
-                    Ok((writes, outcome))
-                } else {
-                    Err(E::from(StoreError::Unconfirmed(why)))
-                }
+            };
+            let (why, backend) = failed;
+            match lost_commits::settle(&self.database, marker.as_ref(), backend).await {
+                Settled::Made => return Ok((writes, outcome)),
+                // Surely not made: read and decided again, once.
+                Settled::NotMade if run == 1 => {}
+                Settled::NotMade => return Err(E::from(lost_commits::not_made(&why))),
+                Settled::Unknown => return Err(E::from(StoreError::Unconfirmed(why))),
             }
-            (Err(err), _) => Err(E::from(err)),
         }
+        unreachable!("the loop returns")
     }
 
     /// See [`crate::storage::Store::freshness`]: concurrent requests share

@@ -4,12 +4,15 @@
 //! connection whose round failed or timed out is dropped, never handed to
 //! the next caller in an unknown state.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{ClientWrapper, Object, Pool};
 use tokio_postgres::Statement as Prepared;
 
+use super::backends::{Backend, Backends};
 use super::batch::{combined, Statement};
+use super::connect::{self, Connector, IoThread, Settings, Share};
 use super::error::{from_pg, from_pool, timed_out};
 use crate::storage::StoreError;
 
@@ -21,9 +24,27 @@ pub struct Database {
     /// The statement timeout, which also bounds each round on our side (a
     /// database that stops answering does not run the server's timer).
     pub timeout: Duration,
+    /// The server process of each of its connections.
+    pub backends: Arc<Backends>,
 }
 
 impl Database {
+    /// A pool of `size` connections for `share` (see [`connect::pool`]).
+    pub fn new(
+        settings: &Settings,
+        size: usize,
+        share: Share,
+        connector: &Connector,
+        io: &Arc<IoThread>,
+    ) -> Result<Self, StoreError> {
+        let backends = Arc::default();
+        Ok(Database {
+            pool: connect::pool(settings, size, share, connector, io.clone(), &backends)?,
+            timeout: settings.statement_timeout,
+            backends,
+        })
+    }
+
     /// How long a round may take on our side: the statement timeout, and
     /// a margin for the server's own timer to answer first.
     pub fn round_limit(&self) -> Duration {
@@ -42,10 +63,28 @@ impl Database {
         what: &str,
         round: impl AsyncFnOnce(&Object) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let client = self.connection().await?;
-        self.round_on(client, round)
+        self.with_traced(what, round)
             .await
-            .unwrap_or_else(|| Err(timed_out(what)))
+            .map_err(|failed| failed.error)
+    }
+
+    /// [`Database::with`], naming the server process of a round that
+    /// failed or timed out.
+    pub async fn with_traced<T>(
+        &self,
+        what: &str,
+        round: impl AsyncFnOnce(&Object) -> Result<T, StoreError>,
+    ) -> Result<T, Failed> {
+        let client = self.connection().await.map_err(Failed::from)?;
+        let backend = self.backends.of(&client);
+        match self.round_on(client, round).await {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(error)) => Err(Failed { error, backend }),
+            None => Err(Failed {
+                error: timed_out(what),
+                backend,
+            }),
+        }
     }
 
     /// Runs `round` on `client` within the timeout (`None` when it passed);
@@ -127,11 +166,21 @@ impl Database {
     /// when PostgreSQL stopped it as a conflict. One whose answer is later
     /// than the timeout may have been committed ([`StoreError::Unconfirmed`]).
     pub async fn transact(&self, statements: &[Statement]) -> Result<(), StoreError> {
+        self.transact_traced(statements)
+            .await
+            .map_err(|failed| failed.error)
+    }
+
+    /// [`Database::transact`], naming the server process of a transaction
+    /// whose answer was lost.
+    pub async fn transact_traced(&self, statements: &[Statement]) -> Result<(), Failed> {
         if statements.is_empty() {
             return Ok(());
         }
-        again_after_conflicts(move || async move {
+        let last = std::sync::Mutex::new(None);
+        let committed = again_after_conflicts(|| async {
             let client = self.connection().await?;
+            *last.lock().unwrap_or_else(|p| p.into_inner()) = self.backends.of(&client);
             self.round_on(client, async |client| {
                 in_transaction(client, statements).await
             })
@@ -142,7 +191,30 @@ impl Database {
                 ))
             })
         })
-        .await
+        .await;
+        committed.map_err(|error| Failed {
+            backend: match error {
+                StoreError::Unconfirmed(_) => last.into_inner().unwrap_or_else(|p| p.into_inner()),
+                _ => None,
+            },
+            error,
+        })
+    }
+}
+
+/// A round that failed, and the server process that ran it, if known.
+#[derive(Debug)]
+pub struct Failed {
+    pub error: StoreError,
+    pub backend: Option<Backend>,
+}
+
+impl From<StoreError> for Failed {
+    fn from(error: StoreError) -> Self {
+        Failed {
+            error,
+            backend: None,
+        }
     }
 }
 
