@@ -147,25 +147,35 @@ impl Marker {
     /// without that, looked for again a few times ([`Marker::landed`]).
     async fn settle(&self, database: &Database, backend: Option<Backend>) -> Settled {
         let deadline = Instant::now() + database.timeout;
-        if let Some(backend) = backend {
-            match self.look(database).await {
-                Ok(true) => return Settled::Made,
-                Ok(false) if ended(database, backend, deadline).await => {
-                    return match self.look(database).await {
-                        Ok(true) => Settled::Made,
-                        Ok(false) => Settled::NotMade,
-                        Err(_) => Settled::Unknown,
-                    };
-                }
-                _ => {}
+        let Some(backend) = backend else {
+            return self
+                .look_a_while(database, deadline, "its server process unknown")
+                .await;
+        };
+        match self.look(database).await {
+            Ok(true) => Settled::Made,
+            Ok(false) => match ended(database, backend, deadline).await {
+                Ok(()) => match self.look(database).await {
+                    Ok(true) => Settled::Made,
+                    Ok(false) => Settled::NotMade,
+                    Err(err) => unknown(&format!("its last look failed: {err}")),
+                },
+                Err(why) => self.look_a_while(database, deadline, &why).await,
+            },
+            Err(err) => {
+                let why = format!("its first look failed: {err}");
+                self.look_a_while(database, deadline, &why).await
             }
         }
-        match self
-            .landed(database, deadline.saturating_duration_since(Instant::now()))
-            .await
-        {
+    }
+
+    /// Looks until `deadline` ([`Marker::landed`]), since its server process
+    /// could not be ended (`why`): made when found, otherwise not known.
+    async fn look_a_while(&self, database: &Database, deadline: Instant, why: &str) -> Settled {
+        let within = deadline.saturating_duration_since(Instant::now());
+        match self.landed(database, within).await {
             Some(true) => Settled::Made,
-            _ => Settled::Unknown,
+            _ => unknown(why),
         }
     }
 
@@ -241,25 +251,28 @@ const WHAT: &str = "the check of a commit whose answer was lost";
 /// Pause between looks at whether an ended server process is gone.
 const GONE_YET: Duration = Duration::from_millis(10);
 
+/// A commit whose fate is not known, and why, told to the operator.
+fn unknown(why: &str) -> Settled {
+    tracing::info!(%why, "a commit whose answer was lost may have been made; its requests answer 503");
+    Settled::Unknown
+}
+
 /// Ends the server process `backend` and waits until it is gone, until
-/// `deadline` at most: whether it is gone. It is gone once it has left
+/// `deadline` at most; or says why it could not. It is gone once it has left
 /// `pg_stat_activity`, after its transaction ended (committed, or rolled
 /// back when it had not). A process still committing, its commit record
 /// waiting for its flush, finishes the commit first.
-async fn ended(database: &Database, backend: Backend, deadline: Instant) -> bool {
+async fn ended(database: &Database, backend: Backend, deadline: Instant) -> Result<(), String> {
     let (pid, started) = (&backend.pid, &backend.started);
-    let end = database
+    database
         .query(
             WHAT,
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
              WHERE pid = $1 AND backend_start = $2",
             &[pid, started],
         )
-        .await;
-    if let Err(err) = end {
-        tracing::info!(error = %err, "the server process of a commit whose answer was lost could not be ended");
-        return false;
-    }
+        .await
+        .map_err(|err| format!("its server process could not be ended: {err}"))?;
     while Instant::now() < deadline {
         let there = database
             .query(
@@ -267,14 +280,14 @@ async fn ended(database: &Database, backend: Backend, deadline: Instant) -> bool
                 "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2",
                 &[pid, started],
             )
-            .await;
-        match there {
-            Ok(rows) if rows.is_empty() => return true,
-            Ok(_) => tokio::time::sleep_until(deadline.min(Instant::now() + GONE_YET)).await,
-            Err(_) => return false,
+            .await
+            .map_err(|err| format!("whether its server process is gone is not known: {err}"))?;
+        if there.is_empty() {
+            return Ok(());
         }
+        tokio::time::sleep_until(deadline.min(Instant::now() + GONE_YET)).await;
     }
-    false
+    Err("its server process was not gone within the statement timeout".into())
 }
 
 #[cfg(test)]
