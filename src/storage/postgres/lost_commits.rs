@@ -24,6 +24,7 @@ use uuid::Uuid;
 
 use super::backends::Backend;
 use super::batch::Statement;
+use super::idle_probe;
 use super::transact::{Database, Failed};
 use crate::domain::change::Write;
 use crate::storage::StoreError;
@@ -146,99 +147,79 @@ impl Marker {
     /// if not found, its server process ended, then looked for once more;
     /// without that, looked for again a few times ([`Marker::landed`]).
     async fn settle(&self, database: &Database, backend: Option<Backend>) -> Settled {
-        let deadline = Instant::now() + database.timeout;
+        let ask = Asker::new(database);
         let Some(backend) = backend else {
-            return self
-                .look_a_while(database, deadline, "its server process unknown")
-                .await;
+            return self.look_a_while(&ask, "its server process unknown").await;
         };
-        match self.look(database).await {
+        match self.look(&ask).await {
             Ok(true) => Settled::Made,
-            Ok(false) => match ended(database, backend, deadline).await {
-                Ok(()) => match self.look(database).await {
+            Ok(false) => match ended(&ask, backend).await {
+                Ok(()) => match self.look(&ask).await {
                     Ok(true) => Settled::Made,
                     Ok(false) => Settled::NotMade,
-                    Err(err) => unknown(&format!("its last look failed: {err}")),
+                    Err(err) => unknown(&format!("its last look got no answer: {err}")),
                 },
-                Err(why) => self.look_a_while(database, deadline, &why).await,
+                Err(why) => self.look_a_while(&ask, &why).await,
             },
-            Err(err) => {
-                let why = format!("its first look failed: {err}");
-                self.look_a_while(database, deadline, &why).await
-            }
+            Err(err) => unknown(&format!("its looks got no answer: {err}")),
         }
     }
 
-    /// Looks until `deadline` ([`Marker::landed`]), since its server process
-    /// could not be ended (`why`): made when found, otherwise not known.
-    async fn look_a_while(&self, database: &Database, deadline: Instant, why: &str) -> Settled {
-        let within = deadline.saturating_duration_since(Instant::now());
-        match self.landed(database, within).await {
+    /// Looks until the statement timeout is over ([`Marker::landed`]),
+    /// since its server process could not be ended (`why`): made when
+    /// found, otherwise not known.
+    async fn look_a_while(&self, ask: &Asker<'_>, why: &str) -> Settled {
+        match self.landed(ask).await {
             Some(true) => Settled::Made,
             _ => unknown(why),
         }
     }
 
     /// Whether the row is stored: `Some(true)` proves its commit landed;
-    /// `None` when the database gave no answer within `within`. Each look
-    /// runs to its own end (a connection whose look failed or timed out is
-    /// dropped, never handed back mid-round), and none starts after
-    /// `within`.
-    pub async fn landed(&self, database: &Database, within: Duration) -> Option<bool> {
-        let deadline = Instant::now() + within;
-        let mut again = LOOKS_AGAIN.iter();
-        while Instant::now() < deadline {
-            let pause = match self.look(database).await {
+    /// `None` when the database gave no answer in time. A row not found is
+    /// looked for again after each of [`LOOKS_AGAIN`], for a commit waiting
+    /// for its flush.
+    async fn landed(&self, ask: &Asker<'_>) -> Option<bool> {
+        let mut pauses = LOOKS_AGAIN.iter();
+        loop {
+            match self.look(ask).await {
                 Ok(true) => return Some(true),
-                Ok(false) => match again.next() {
-                    Some(pause) => *pause,
-                    None => return Some(false),
+                Ok(false) => match pauses.next() {
+                    Some(pause) if ask.left() > *pause => tokio::time::sleep(*pause).await,
+                    _ => return Some(false),
                 },
-                Err(StoreError::Unavailable(_) | StoreError::Unconfirmed(_)) => PAUSE,
                 Err(_) => return None,
-            };
-            tokio::time::sleep_until(deadline.min(Instant::now() + pause)).await;
+            }
         }
-        None
     }
 
-    async fn look(&self, database: &Database) -> Result<bool, StoreError> {
+    async fn look(&self, ask: &Asker<'_>) -> Result<bool, StoreError> {
         let rows = match self {
             Marker::Resource(org, kind, id) => {
-                database
-                    .query(
-                        WHAT,
-                        "SELECT 1 FROM resources \
+                ask.ask(
+                    "SELECT 1 FROM resources \
                          WHERE organization_id = $1 AND kind = $2 AND id = $3",
-                        &[org, kind, id],
-                    )
-                    .await?
+                    &[org, kind, id],
+                )
+                .await?
             }
             Marker::Audit(org, id) => {
-                database
-                    .query(
-                        WHAT,
-                        "SELECT 1 FROM audit_log WHERE organization_id = $1 AND id = $2",
-                        &[org, id],
-                    )
-                    .await?
+                ask.ask(
+                    "SELECT 1 FROM audit_log WHERE organization_id = $1 AND id = $2",
+                    &[org, id],
+                )
+                .await?
             }
-            Marker::User(id) => {
-                database
-                    .query(WHAT, "SELECT 1 FROM users WHERE id = $1", &[id])
-                    .await?
-            }
+            Marker::User(id) => ask.ask("SELECT 1 FROM users WHERE id = $1", &[id]).await?,
             Marker::Job(org, delivery) => {
-                database
-                    .query(
-                        WHAT,
-                        "SELECT 1 WHERE EXISTS (SELECT 1 FROM outbox \
+                ask.ask(
+                    "SELECT 1 WHERE EXISTS (SELECT 1 FROM outbox \
                            WHERE organization_id = $1 AND delivery_id = $2) \
                          OR EXISTS (SELECT 1 FROM delivery_log \
                            WHERE organization_id = $1 AND delivery_id = $2)",
-                        &[org, delivery],
-                    )
-                    .await?
+                    &[org, delivery],
+                )
+                .await?
             }
         };
         Ok(!rows.is_empty())
@@ -257,26 +238,23 @@ fn unknown(why: &str) -> Settled {
     Settled::Unknown
 }
 
-/// Ends the server process `backend` and waits until it is gone, until
-/// `deadline` at most; or says why it could not. It is gone once it has left
-/// `pg_stat_activity`, after its transaction ended (committed, or rolled
-/// back when it had not). A process still committing, its commit record
-/// waiting for its flush, finishes the commit first.
-async fn ended(database: &Database, backend: Backend, deadline: Instant) -> Result<(), String> {
+/// Ends the server process `backend` and waits until it is gone, within
+/// the statement timeout; or says why it could not. It is gone once it has
+/// left `pg_stat_activity`, after its transaction ended (committed, or
+/// rolled back when it had not). A process still committing, its commit
+/// record waiting for its flush, finishes the commit first.
+async fn ended(ask: &Asker<'_>, backend: Backend) -> Result<(), String> {
     let (pid, started) = (&backend.pid, &backend.started);
-    database
-        .query(
-            WHAT,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE pid = $1 AND backend_start = $2",
-            &[pid, started],
-        )
-        .await
-        .map_err(|err| format!("its server process could not be ended: {err}"))?;
-    while Instant::now() < deadline {
-        let there = database
-            .query(
-                WHAT,
+    ask.ask(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE pid = $1 AND backend_start = $2",
+        &[pid, started],
+    )
+    .await
+    .map_err(|err| format!("its server process could not be ended: {err}"))?;
+    loop {
+        let there = ask
+            .ask(
                 "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2",
                 &[pid, started],
             )
@@ -285,9 +263,55 @@ async fn ended(database: &Database, backend: Backend, deadline: Instant) -> Resu
         if there.is_empty() {
             return Ok(());
         }
-        tokio::time::sleep_until(deadline.min(Instant::now() + GONE_YET)).await;
+        if ask.left() <= GONE_YET {
+            return Err("its server process was not gone within the statement timeout".into());
+        }
+        tokio::time::sleep(GONE_YET).await;
     }
-    Err("its server process was not gone within the statement timeout".into())
+}
+
+/// Asks the database small questions within the statement timeout, each
+/// within [`idle_probe::answer_within`] it: a question whose connection is
+/// silent, or that found no connection, is asked again, on another one.
+struct Asker<'d> {
+    database: &'d Database,
+    deadline: Instant,
+    each: Duration,
+}
+
+impl<'d> Asker<'d> {
+    fn new(database: &'d Database) -> Self {
+        Asker {
+            database,
+            deadline: Instant::now() + database.timeout,
+            each: idle_probe::answer_within(database.timeout),
+        }
+    }
+
+    /// The time left.
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// `sql`'s rows, once the database answers, if it does in time.
+    async fn ask(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        loop {
+            let limit = self.each.min(self.left());
+            let asked = self.database.query_within(limit, WHAT, sql, params).await;
+            match asked {
+                Err(StoreError::Unavailable(_) | StoreError::Unconfirmed(_))
+                    if self.left() > PAUSE =>
+                {
+                    tokio::time::sleep(PAUSE).await;
+                }
+                answer => return answer,
+            }
+        }
+    }
 }
 
 #[cfg(test)]

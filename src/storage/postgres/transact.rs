@@ -77,7 +77,7 @@ impl Database {
     ) -> Result<T, Failed> {
         let client = self.connection().await.map_err(Failed::from)?;
         let backend = self.backends.of(&client);
-        match self.round_on(client, round).await {
+        match self.round_on(client, self.round_limit(), round).await {
             Some(Ok(value)) => Ok(value),
             Some(Err(error)) => Err(Failed { error, backend }),
             None => Err(Failed {
@@ -87,14 +87,15 @@ impl Database {
         }
     }
 
-    /// Runs `round` on `client` within the timeout (`None` when it passed);
+    /// Runs `round` on `client` within `limit` (`None` when it passed);
     /// drops the connection unless the round succeeded.
     async fn round_on<T>(
         &self,
         client: Object,
+        limit: Duration,
         round: impl AsyncFnOnce(&Object) -> Result<T, StoreError>,
     ) -> Option<Result<T, StoreError>> {
-        match tokio::time::timeout(self.round_limit(), round(&client)).await {
+        match tokio::time::timeout(limit, round(&client)).await {
             Ok(Ok(value)) => Some(Ok(value)),
             Ok(Err(err)) => {
                 discard(client);
@@ -119,6 +120,25 @@ impl Database {
             self.with(what, async move |client| query(client, sql, params).await)
         })
         .await
+    }
+
+    /// Runs one small read on a pooled connection within `limit`, shorter
+    /// than the timeout: a healthy database answers it far sooner, so a
+    /// silent connection costs the caller `limit`, and it can ask again on
+    /// another one.
+    pub async fn query_within(
+        &self,
+        limit: Duration,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let client = self.connection().await?;
+        self.round_on(client, limit, async move |client| {
+            query(client, sql, params).await
+        })
+        .await
+        .unwrap_or_else(|| Err(timed_out(what)))
     }
 
     /// Runs one read as [`Database::query`] does, in a transaction of its
@@ -181,7 +201,7 @@ impl Database {
         let committed = again_after_conflicts(|| async {
             let client = self.connection().await?;
             *last.lock().unwrap_or_else(|p| p.into_inner()) = self.backends.of(&client);
-            self.round_on(client, async |client| {
+            self.round_on(client, self.round_limit(), async |client| {
                 in_transaction(client, statements).await
             })
             .await
