@@ -171,6 +171,8 @@ struct Faults {
     mute_after: Mutex<Option<Vec<u8>>>,
     /// Mute the one connection whose client sends these bytes (once).
     mute_one_after: Mutex<Option<Vec<u8>>>,
+    /// How many more connections that pattern mutes, each in turn.
+    mute_more: AtomicUsize,
     /// How many connections were muted so.
     muted_ones: AtomicUsize,
     /// Hold up what the one connection whose client sends these bytes
@@ -251,7 +253,12 @@ impl Faults {
             self.muted.store(true, Ordering::SeqCst);
         }
         if at(&self.mute_one_after).is_some() {
-            *self.mute_one_after.lock().expect("pattern") = None;
+            let more = self.mute_more.load(Ordering::SeqCst);
+            if more == 0 {
+                *self.mute_one_after.lock().expect("pattern") = None;
+            } else {
+                self.mute_more.store(more - 1, Ordering::SeqCst);
+            }
             muted_here.store(true, Ordering::SeqCst);
             self.muted_ones.fetch_add(1, Ordering::SeqCst);
         }
@@ -366,7 +373,20 @@ impl Proxy {
     /// The one connection whose client next sends `bytes` answers nothing
     /// more from then on, silently (the others go on).
     fn mute_one_after(&self, bytes: &[u8]) {
+        self.mute_each_after(bytes, 1);
+    }
+
+    /// The same for each of the next `n` connections that send `bytes`.
+    fn mute_each_after(&self, bytes: &[u8], n: usize) {
+        self.faults
+            .mute_more
+            .store(n.saturating_sub(1), Ordering::SeqCst);
         *self.faults.mute_one_after.lock().expect("pattern") = Some(bytes.to_vec());
+    }
+
+    /// How many connections were muted by [`Proxy::mute_each_after`].
+    fn muted_ones(&self) -> usize {
+        self.faults.muted_ones.load(Ordering::SeqCst)
     }
 
     /// Whether a connection was muted by [`Proxy::mute_one_after`].
@@ -882,6 +902,32 @@ async fn a_check_on_a_connection_gone_silent_is_asked_again_and_the_request_answ
         .await
         .expect(200);
     assert!(proxy.muted_one(), "the check's connection went silent");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered before the statement timeout: {:?}",
+        started.elapsed()
+    );
+}
+
+/// Issue 30: the same when the second ask lands on a silent connection
+/// too (seen under connection faults: the request answered 503 after the
+/// statement timeout). A check is asked again each second without an
+/// answer, within the statement timeout: the third ask answers.
+#[actix_web::test]
+async fn a_check_whose_second_ask_goes_silent_too_is_answered_by_a_third() {
+    let timeout = [("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "10000")];
+    let Some((app, proxy, _database)) =
+        behind_proxy_with("postgres::silent_checks", "2000", &timeout).await
+    else {
+        return;
+    };
+    let org = app.org("enterprise").await;
+    proxy.mute_each_after(&rolecall::secrets::sha256(org.owner_token.as_bytes()), 2);
+    let started = std::time::Instant::now();
+    app.get(&org.path("/roles"), &org.owner_token)
+        .await
+        .expect(200);
+    assert_eq!(proxy.muted_ones(), 2, "two asks went silent");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "answered before the statement timeout: {:?}",

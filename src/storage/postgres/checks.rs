@@ -105,13 +105,14 @@ async fn check_batch(database: &Database, batch: Vec<Ask>) {
         .map(|(token, _)| token.map(|token| token.to_vec()))
         .collect();
     let orgs: Vec<Option<Uuid>> = asked.iter().map(|(_, org)| org.map(|org| org.0)).collect();
-    // Asked again on another connection once the first has gone the
-    // probe's limit without an answer: only one check runs at a time, so a
-    // silent connection would hold up every request of the node.
+    // Asked again on another connection each time the probe's limit
+    // passes without an answer, within the round's limit: only one check
+    // runs at a time, so a silent connection would hold up every request of
+    // the node.
     // The parameters are shared by the asks, not copied for each.
     let after = super::idle_probe::answer_within(database.timeout);
     let params = std::sync::Arc::new((tokens, orgs));
-    let found = hedge::first_answer(after, || {
+    let found = hedge::first_answer(after, database.round_limit(), || {
         let (database, params) = (database.clone(), params.clone());
         async move {
             database

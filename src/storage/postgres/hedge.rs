@@ -1,55 +1,74 @@
-//! A read asked again on a second connection once the first has gone a
-//! while without an answer; the first answer wins.
+//! A read asked again on another connection each time a while passes
+//! without an answer; the first answer wins.
 //!
 //! The per-request checks run one query at a time (see `checks`), so one
 //! check on a connection that went silent without a word (a network fault,
 //! a proxy that keeps its side open) held up every request and delivery
 //! attempt of the node until the statement timeout, and then answered them
-//! all 503. A read changes nothing, so asking it twice is safe; a healthy
-//! database answers it in milliseconds, so the second ask goes out only
-//! when something is wrong, at most once per read.
+//! all 503. A read changes nothing, so asking it again is safe; a healthy
+//! database answers it in milliseconds, so a second ask goes out only when
+//! something is wrong, and a third only when the second was unlucky too
+//! (under connection faults, a second ask also landed on a silent
+//! connection now and then, and its requests answered 503).
 
 use std::future::Future;
 use std::time::Duration;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
+
 use crate::storage::StoreError;
 
-/// Runs `read` as a task of its own; if it has not answered within
-/// `after`, runs it again beside it and answers the first success (or the
-/// last failure). The slower one runs to its own end, which drops its
-/// connection when it times out, instead of handing a silent connection
-/// back to the pool. A read that failed within `after` (its connection
-/// closed under it, say) is run once more.
-pub async fn first_answer<T, F, Fut>(after: Duration, read: F) -> Result<T, StoreError>
+/// Runs `read` as a task of its own, and once more beside the others each
+/// time `after` passes without an answer, until `within` has passed since
+/// the first: answers the first success, or, once `within` has passed or
+/// every ask failed, the last failure. A read that failed with no other
+/// ask running (its connection closed under it, say) is asked once more at
+/// once. Asks still running at the end run to their own end, which drops
+/// their connection when they time out, instead of handing a silent
+/// connection back to the pool.
+pub async fn first_answer<T, F, Fut>(
+    after: Duration,
+    within: Duration,
+    read: F,
+) -> Result<T, StoreError>
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<T, StoreError>> + Send + 'static,
     T: Send + 'static,
 {
-    let mut first = tokio::spawn(read());
-    if let Ok(answer) = tokio::time::timeout(after, &mut first).await {
-        return match joined(answer) {
-            Ok(value) => Ok(value),
-            Err(err) => {
-                tracing::debug!(error = %err, "a read failed; asking it once more");
-                joined(tokio::spawn(read()).await)
+    let deadline = Instant::now() + within;
+    let mut asks = FuturesUnordered::new();
+    asks.push(tokio::spawn(read()));
+    let mut next = Instant::now() + after;
+    let mut asked_again_at_once = false;
+    loop {
+        tokio::select! {
+            Some(answer) = asks.next() => match joined(answer) {
+                Ok(value) => return Ok(value),
+                Err(err) if asks.is_empty() => {
+                    if asked_again_at_once || Instant::now() >= deadline {
+                        return Err(err);
+                    }
+                    tracing::debug!(error = %err, "a read failed; asking it once more");
+                    asked_again_at_once = true;
+                    asks.push(tokio::spawn(read()));
+                    next = Instant::now() + after;
+                }
+                Err(_) => {}
+            },
+            () = tokio::time::sleep_until(next), if next < deadline => {
+                tracing::debug!(
+                    after_ms = after.as_millis() as u64,
+                    "a read went unanswered; asking it again on another connection"
+                );
+                asks.push(tokio::spawn(read()));
+                next += after;
             }
-        };
-    }
-    tracing::debug!(
-        after_ms = after.as_millis() as u64,
-        "a read went unanswered; asking it again on another connection"
-    );
-    let mut second = tokio::spawn(read());
-    tokio::select! {
-        answer = &mut first => match joined(answer) {
-            Ok(value) => Ok(value),
-            Err(_) => joined(second.await),
-        },
-        answer = &mut second => match joined(answer) {
-            Ok(value) => Ok(value),
-            Err(_) => joined(first.await),
-        },
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(super::error::timed_out("a read"));
+            }
+        }
     }
 }
 
@@ -68,6 +87,7 @@ mod tests {
     use std::sync::Arc;
 
     const AFTER: Duration = Duration::from_millis(50);
+    const WITHIN: Duration = Duration::from_millis(175);
 
     /// One ask of a test read.
     type Ask = std::pin::Pin<Box<dyn Future<Output = Result<usize, StoreError>> + Send>>;
@@ -95,37 +115,60 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_read_answered_in_time_is_asked_once() {
         let (asked, read) = reads(&[Some(10), Some(0)]);
-        assert_eq!(first_answer(AFTER, read).await.ok(), Some(0));
+        assert_eq!(first_answer(AFTER, WITHIN, read).await.ok(), Some(0));
         assert_eq!(asked.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_read_gone_silent_is_answered_by_the_second_ask() {
         let (asked, read) = reads(&[Some(60_000), Some(10)]);
-        assert_eq!(first_answer(AFTER, read).await.ok(), Some(1));
+        assert_eq!(first_answer(AFTER, WITHIN, read).await.ok(), Some(1));
         assert_eq!(asked.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_ask_gone_silent_too_is_answered_by_a_third() {
+        let (asked, read) = reads(&[Some(60_000), Some(60_000), Some(10)]);
+        let started = tokio::time::Instant::now();
+        assert_eq!(first_answer(AFTER, WITHIN, read).await.ok(), Some(2));
+        assert_eq!(asked.load(Ordering::SeqCst), 3);
+        assert_eq!(started.elapsed(), 2 * AFTER + Duration::from_millis(10));
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_first_ask_still_wins_when_it_answers_first() {
         let (_, read) = reads(&[Some(70), Some(1_000)]);
-        assert_eq!(first_answer(AFTER, read).await.ok(), Some(0));
+        assert_eq!(first_answer(AFTER, WITHIN, read).await.ok(), Some(0));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_failed_second_ask_waits_for_the_first_and_both_failing_fail() {
-        let (_, read) = reads(&[Some(60_000), None]);
+    async fn a_failed_ask_leaves_the_others_and_none_answering_in_time_fails_in_time() {
+        let (_, read) = reads(&[Some(70), None]);
+        assert_eq!(first_answer(AFTER, WITHIN, read).await.ok(), Some(0));
+        let silent = &[Some(60_000); 8];
+        let (asked, read) = reads(silent);
         let started = tokio::time::Instant::now();
-        assert_eq!(first_answer(AFTER, read).await.ok(), Some(0));
-        assert!(started.elapsed() >= Duration::from_secs(60));
+        assert!(first_answer(AFTER, WITHIN, read).await.is_err());
+        assert_eq!(started.elapsed(), WITHIN, "no later than within");
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            4,
+            "one ask per AFTER within WITHIN"
+        );
         let (_, read) = reads(&[None, None]);
-        assert!(first_answer(AFTER, read).await.is_err());
+        assert!(first_answer(AFTER, WITHIN, read).await.is_err());
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_read_that_failed_at_once_is_asked_once_more() {
         let (asked, read) = reads(&[None, Some(0)]);
-        assert_eq!(first_answer(AFTER, read).await.ok(), Some(1));
+        assert_eq!(first_answer(AFTER, WITHIN, read).await.ok(), Some(1));
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        let (asked, read) = reads(&[None, None, Some(0)]);
+        assert!(
+            first_answer(AFTER, WITHIN, read).await.is_err(),
+            "not a third time at once"
+        );
         assert_eq!(asked.load(Ordering::SeqCst), 2);
     }
 }
