@@ -49,7 +49,9 @@ pub async fn commit(
     statements: &[Statement],
     marker: Option<&Marker>,
 ) -> Result<(), StoreError> {
-    for run in 1.. {
+    let mut run = 0;
+    loop {
+        run += 1;
         let Err(failed) = database.transact_traced(statements).await else {
             return Ok(());
         };
@@ -67,7 +69,6 @@ pub async fn commit(
             Settled::Unknown => return Err(StoreError::Unconfirmed(why)),
         }
     }
-    unreachable!("the loop returns")
 }
 
 /// The error of a commit whose answer was lost twice, each time ended

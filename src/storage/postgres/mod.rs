@@ -209,7 +209,9 @@ impl PgStore {
         E: From<StoreError>,
     {
         let key = self.key.as_ref();
-        for run in 1.. {
+        let mut run = 0;
+        loop {
+            run += 1;
             // What the commit decided, once it was sent, and the row that
             // proves it landed, to look for if its answer is lost.
             let mut sent = None;
@@ -277,7 +279,6 @@ impl PgStore {
                 Settled::Unknown => return Err(E::from(StoreError::Unconfirmed(why))),
             }
         }
-        unreachable!("the loop returns")
     }
 
     /// See [`crate::storage::Store::freshness`]: concurrent requests share
