@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
-use deadpool_postgres::{ClientWrapper, Hook, HookError, StatementCache};
+use deadpool_postgres::{ClientWrapper, Hook, StatementCache};
 
 /// One server process: its id and when it started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,9 +34,10 @@ impl Backends {
     }
 
     /// The pool hook that asks each new connection for its server process,
-    /// waiting `within` for the answer. A connection that does not answer
-    /// its first question is not handed out; one that cannot tell (a
-    /// server that does not show its processes to this role) is, unknown.
+    /// waiting `within` for the answer. A connection that cannot tell (no
+    /// answer in time, or a server that does not show its processes to this
+    /// role) is handed out all the same, its process unknown: a commit of
+    /// it whose answer is lost is then only looked for.
     pub fn hook(self: &Arc<Self>, within: Duration) -> Hook {
         let backends = self.clone();
         Hook::async_fn(move |client: &mut ClientWrapper, _| {
@@ -46,11 +47,8 @@ impl Backends {
                     "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()",
                     &[],
                 );
-                let told = match tokio::time::timeout(within, asked).await {
-                    Ok(told) => told,
-                    Err(_) => return Err(HookError::message("no answer to its first question")),
-                };
-                let backend = told.ok().flatten().and_then(|row| {
+                let told = tokio::time::timeout(within, asked).await.ok();
+                let backend = told.and_then(Result::ok).flatten().and_then(|row| {
                     Some(Backend {
                         pid: row.try_get(0).ok()?,
                         started: row.try_get(1).ok()?,

@@ -12,8 +12,8 @@
 //!   process lives. So that process is ended first ([`super::backends`]):
 //!   once it is gone its transaction is over, and a row not found then was
 //!   never written. The commit runs again, once, on another connection.
-//! - When the process cannot be ended (its connection was made before it
-//!   told, or the database does not answer), the row is looked for again a
+//! - When the process cannot be ended (its connection could not tell it,
+//!   or the database does not answer), the row is looked for again a
 //!   few times over most of a second, for a commit waiting for its flush;
 //!   not found then, the answer stays "may have been made".
 
@@ -58,6 +58,7 @@ pub async fn commit(
         let Failed {
             error: StoreError::Unconfirmed(why),
             backend,
+            ..
         } = failed
         else {
             return Err(failed.error);
@@ -264,7 +265,8 @@ async fn ended(ask: &Asker<'_>, backend: Backend) -> Result<(), String> {
         if there.is_empty() {
             return Ok(());
         }
-        if ask.left() <= GONE_YET {
+        // Time is kept for the look that follows.
+        if ask.left() <= GONE_YET + ask.each {
             return Err("its server process was not gone within the statement timeout".into());
         }
         tokio::time::sleep(GONE_YET).await;

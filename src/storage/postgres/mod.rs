@@ -260,6 +260,7 @@ impl PgStore {
                     Err(Failed {
                         error: StoreError::Unconfirmed(why) | StoreError::Unavailable(why),
                         backend,
+                        unanswered: true,
                     }),
                     Some(decided),
                 ) => ((why, backend), decided),

@@ -79,10 +79,15 @@ impl Database {
         let backend = self.backends.of(&client);
         match self.round_on(client, self.round_limit(), round).await {
             Some(Ok(value)) => Ok(value),
-            Some(Err(error)) => Err(Failed { error, backend }),
+            Some(Err(error)) => Err(Failed {
+                unanswered: matches!(error, StoreError::Unconfirmed(_)),
+                error,
+                backend,
+            }),
             None => Err(Failed {
                 error: timed_out(what),
                 backend,
+                unanswered: true,
             }),
         }
     }
@@ -122,10 +127,10 @@ impl Database {
         .await
     }
 
-    /// Runs one small read on a pooled connection within `limit`, shorter
-    /// than the timeout: a healthy database answers it far sooner, so a
-    /// silent connection costs the caller `limit`, and it can ask again on
-    /// another one.
+    /// Runs one small read on a pooled connection within `limit` (the wait
+    /// for the connection included), shorter than the timeout: a healthy
+    /// database answers it far sooner, so a silent connection costs the
+    /// caller `limit`, and it can ask again on another one.
     pub async fn query_within(
         &self,
         limit: Duration,
@@ -133,8 +138,14 @@ impl Database {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        let client = self.connection().await?;
-        self.round_on(client, limit, async move |client| {
+        let started = tokio::time::Instant::now();
+        // Waiting for a connection counts too (nothing is taken when the
+        // wait is cut short); a round runs to its own end within the rest.
+        let client = tokio::time::timeout(limit, self.connection())
+            .await
+            .map_err(|_| timed_out(what))??;
+        let rest = limit.saturating_sub(started.elapsed());
+        self.round_on(client, rest, async move |client| {
             query(client, sql, params).await
         })
         .await
@@ -212,12 +223,16 @@ impl Database {
             })
         })
         .await;
-        committed.map_err(|error| Failed {
-            backend: match error {
-                StoreError::Unconfirmed(_) => last.into_inner().unwrap_or_else(|p| p.into_inner()),
-                _ => None,
-            },
-            error,
+        committed.map_err(|error| {
+            let unanswered = matches!(error, StoreError::Unconfirmed(_));
+            Failed {
+                backend: match unanswered {
+                    true => last.into_inner().unwrap_or_else(|p| p.into_inner()),
+                    false => None,
+                },
+                error,
+                unanswered,
+            }
         })
     }
 }
@@ -227,6 +242,10 @@ impl Database {
 pub struct Failed {
     pub error: StoreError,
     pub backend: Option<Backend>,
+    /// Whether the server's answer never came (the round timed out, or its
+    /// connection broke): what it was sent may have been done. An error the
+    /// server answered is not so.
+    pub unanswered: bool,
 }
 
 impl From<StoreError> for Failed {
@@ -234,6 +253,7 @@ impl From<StoreError> for Failed {
         Failed {
             error,
             backend: None,
+            unanswered: false,
         }
     }
 }
