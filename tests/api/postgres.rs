@@ -887,26 +887,7 @@ async fn a_request_after_every_pooled_connection_went_silent_is_answered_not_ref
 /// the statement timeout (10 s here), from a healthy database.
 #[actix_web::test]
 async fn a_check_on_a_connection_gone_silent_is_asked_again_and_the_request_answered() {
-    let timeout = [("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "10000")];
-    let Some((app, proxy, _database)) =
-        behind_proxy_with("postgres::silent_check", "2000", &timeout).await
-    else {
-        return;
-    };
-    let org = app.org("enterprise").await;
-    // The check carries the token's SHA-256: the connection that sends it
-    // next goes silent.
-    proxy.mute_one_after(&rolecall::secrets::sha256(org.owner_token.as_bytes()));
-    let started = std::time::Instant::now();
-    app.get(&org.path("/roles"), &org.owner_token)
-        .await
-        .expect(200);
-    assert!(proxy.muted_one(), "the check's connection went silent");
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "answered before the statement timeout: {:?}",
-        started.elapsed()
-    );
+    check_answered_past_silent_asks("postgres::silent_check", 1).await;
 }
 
 /// Issue 30: the same when the second ask lands on a silent connection
@@ -915,19 +896,28 @@ async fn a_check_on_a_connection_gone_silent_is_asked_again_and_the_request_answ
 /// answer, within the statement timeout: the third ask answers.
 #[actix_web::test]
 async fn a_check_whose_second_ask_goes_silent_too_is_answered_by_a_third() {
+    check_answered_past_silent_asks("postgres::silent_checks", 2).await;
+}
+
+/// A request whose check's first `silent` asks go to connections that go
+/// silent is answered 200 before the statement timeout (10 s).
+async fn check_answered_past_silent_asks(test: &str, silent: usize) {
     let timeout = [("ROLECALL_STORAGE__POSTGRES_STATEMENT_TIMEOUT_MS", "10000")];
-    let Some((app, proxy, _database)) =
-        behind_proxy_with("postgres::silent_checks", "2000", &timeout).await
-    else {
+    let Some((app, proxy, _database)) = behind_proxy_with(test, "2000", &timeout).await else {
         return;
     };
     let org = app.org("enterprise").await;
-    proxy.mute_each_after(&rolecall::secrets::sha256(org.owner_token.as_bytes()), 2);
+    // The check carries the token's SHA-256: each of the next `silent`
+    // connections that send it goes silent.
+    proxy.mute_each_after(
+        &rolecall::secrets::sha256(org.owner_token.as_bytes()),
+        silent,
+    );
     let started = std::time::Instant::now();
     app.get(&org.path("/roles"), &org.owner_token)
         .await
         .expect(200);
-    assert_eq!(proxy.muted_ones(), 2, "two asks went silent");
+    assert_eq!(proxy.muted_ones(), silent, "the asks that went silent");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "answered before the statement timeout: {:?}",

@@ -27,10 +27,11 @@ pub struct Backends {
 }
 
 impl Backends {
-    /// The server process serving `client`, if it told.
-    pub fn of(&self, client: &ClientWrapper) -> Option<Backend> {
+    /// The server process serving the connection whose statement cache is
+    /// `cache` (`client.statement_cache`), if it told.
+    pub fn of(&self, cache: &Arc<StatementCache>) -> Option<Backend> {
         let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
-        known.of(&client.statement_cache)
+        known.of(cache)
     }
 
     /// The pool hook that asks each new connection for its server process,

@@ -41,9 +41,7 @@ pub enum Settled {
 }
 
 /// Commits `statements`, whose writes add `marker`'s row ([`Marker::of`]):
-/// when the answer is lost, answered as committed once found made, run
-/// once more when it surely was not, and [`StoreError::Unconfirmed`] when
-/// that is not known.
+/// when the answer is lost, as [`Settled::answer`] says.
 pub async fn commit(
     database: &Database,
     statements: &[Statement],
@@ -63,21 +61,27 @@ pub async fn commit(
         else {
             return Err(failed.error);
         };
-        match settle(database, marker, backend).await {
-            Settled::Made => return Ok(()),
-            Settled::NotMade if run == 1 => {}
-            Settled::NotMade => return Err(not_made(&why)),
-            Settled::Unknown => return Err(StoreError::Unconfirmed(why)),
+        if let Some(answer) = settle(database, marker, backend).await.answer(run, why) {
+            return answer;
         }
     }
 }
 
-/// The error of a commit whose answer was lost twice, each time ended
-/// before it committed: nothing was changed.
-pub fn not_made(why: &str) -> StoreError {
-    StoreError::Unavailable(format!(
-        "{why}; its transaction was ended before it committed, so nothing was changed"
-    ))
+impl Settled {
+    /// The answer to a commit whose answer was lost (`why`) on its `run`th
+    /// run: committed once found made; `None`, to run it again, the first
+    /// time it surely was not; [`StoreError::Unconfirmed`] when that is not
+    /// known.
+    pub fn answer(self, run: u32, why: String) -> Option<Result<(), StoreError>> {
+        match self {
+            Settled::Made => Some(Ok(())),
+            Settled::NotMade if run == 1 => None,
+            Settled::NotMade => Some(Err(StoreError::Unavailable(format!(
+                "{why}; its transaction was ended before it committed, so nothing was changed"
+            )))),
+            Settled::Unknown => Some(Err(StoreError::Unconfirmed(why))),
+        }
+    }
 }
 
 /// What became of a commit whose answer was lost, which added `marker`'s
@@ -325,6 +329,21 @@ mod tests {
     use crate::domain::user::User;
     use crate::ids::{AuditId, DeliveryId, OrgId, UserId};
     use crate::time::Timestamp;
+
+    #[test]
+    fn a_lost_commit_surely_not_made_runs_again_once_and_one_not_known_stays_unconfirmed() {
+        let why = || "no answer".to_owned();
+        assert!(matches!(Settled::Made.answer(1, why()), Some(Ok(()))));
+        assert!(Settled::NotMade.answer(1, why()).is_none(), "run again");
+        assert!(matches!(
+            Settled::NotMade.answer(2, why()),
+            Some(Err(StoreError::Unavailable(_)))
+        ));
+        assert!(matches!(
+            Settled::Unknown.answer(1, why()),
+            Some(Err(StoreError::Unconfirmed(w))) if w == "no answer"
+        ));
+    }
 
     #[test]
     fn the_marker_is_the_first_row_the_writes_add_and_updates_have_none() {

@@ -45,7 +45,6 @@ use batch::statements;
 use connect::Share;
 use error::from_pg;
 use group_commit::GroupCommit;
-use lost_commits::Settled;
 use transact::{finish_transaction, prepared, Database, Failed};
 
 pub use batch::{JOB_DELETES_SQL, RETRIES_SQL};
@@ -272,12 +271,12 @@ impl PgStore {
                 }
             };
             let (why, backend) = failed;
-            match lost_commits::settle(&self.database, marker.as_ref(), backend).await {
-                Settled::Made => return Ok((writes, outcome)),
-                // Surely not made: read and decided again, once.
-                Settled::NotMade if run == 1 => {}
-                Settled::NotMade => return Err(E::from(lost_commits::not_made(&why))),
-                Settled::Unknown => return Err(E::from(StoreError::Unconfirmed(why))),
+            let settled = lost_commits::settle(&self.database, marker.as_ref(), backend).await;
+            match settled.answer(run, why) {
+                Some(Ok(())) => return Ok((writes, outcome)),
+                Some(Err(err)) => return Err(E::from(err)),
+                // Surely not made: read and decided again.
+                None => {}
             }
         }
     }

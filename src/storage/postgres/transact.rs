@@ -76,17 +76,18 @@ impl Database {
         round: impl AsyncFnOnce(&Object) -> Result<T, StoreError>,
     ) -> Result<T, Failed> {
         let client = self.connection().await.map_err(Failed::from)?;
-        let backend = self.backends.of(&client);
+        // Its server process is looked up only if the round fails.
+        let cache = client.statement_cache.clone();
         match self.round_on(client, self.round_limit(), round).await {
             Some(Ok(value)) => Ok(value),
             Some(Err(error)) => Err(Failed {
                 unanswered: matches!(error, StoreError::Unconfirmed(_)),
                 error,
-                backend,
+                backend: self.backends.of(&cache),
             }),
             None => Err(Failed {
                 error: timed_out(what),
-                backend,
+                backend: self.backends.of(&cache),
                 unanswered: true,
             }),
         }
@@ -208,19 +209,26 @@ impl Database {
         if statements.is_empty() {
             return Ok(());
         }
+        // The server process of the run whose answer was lost, looked up
+        // only then.
         let last = std::sync::Mutex::new(None);
         let committed = again_after_conflicts(|| async {
             let client = self.connection().await?;
-            *last.lock().unwrap_or_else(|p| p.into_inner()) = self.backends.of(&client);
-            self.round_on(client, self.round_limit(), async |client| {
-                in_transaction(client, statements).await
-            })
-            .await
-            .unwrap_or_else(|| {
-                Err(StoreError::Unconfirmed(
-                    "PostgreSQL did not answer a transaction in time".into(),
-                ))
-            })
+            let cache = client.statement_cache.clone();
+            let ran = self
+                .round_on(client, self.round_limit(), async |client| {
+                    in_transaction(client, statements).await
+                })
+                .await
+                .unwrap_or_else(|| {
+                    Err(StoreError::Unconfirmed(
+                        "PostgreSQL did not answer a transaction in time".into(),
+                    ))
+                });
+            if let Err(StoreError::Unconfirmed(_)) = ran {
+                *last.lock().unwrap_or_else(|p| p.into_inner()) = self.backends.of(&cache);
+            }
+            ran
         })
         .await;
         committed.map_err(|error| {
